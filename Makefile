@@ -1,0 +1,37 @@
+# The two commands a newcomer needs:
+#   make train   -> a short SAC run on MuJoCo InvertedPendulum that visibly learns
+#   make test    -> installs everything from this repo's files, then ruff + pytest
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip
+STAMP := $(VENV)/.installed
+
+.PHONY: install train test lint format bench clean
+
+$(STAMP): pyproject.toml constraints.txt Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	# torch first, pinned: an unpinned torch pulls a multi-GB CUDA build.
+	$(PIP) install -q -c constraints.txt torch==2.13.0
+	$(PIP) install -q -c constraints.txt -e ".[test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+train: install
+	$(BIN)/roborl train
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+test: install lint
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .ruff_cache

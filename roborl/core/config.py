@@ -1,0 +1,156 @@
+"""Config schema and validation: typed dataclasses checked before anything runs.
+
+Each algorithm declares a `Config` dataclass; the runner has `RunConfig`. Fields may carry
+``metadata={"range": (lo, hi), "choices": [...], "help": "..."}``. `build_config` turns a
+Hydra/OmegaConf mapping into an instance and fails with a message that names the key, the bad
+value and what would be accepted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, get_type_hints
+
+from roborl.core.errors import ConfigError, did_you_mean
+
+T = TypeVar("T")
+
+
+def rng(lo: float | None, hi: float | None, help: str = "", **kw: Any) -> dict[str, Any]:
+    """Field metadata for an inclusive numeric range (None = unbounded)."""
+    return {"range": (lo, hi), "help": help, **kw}
+
+
+def _describe(tp: Any) -> str:
+    return getattr(tp, "__name__", str(tp)).replace("typing.", "")
+
+
+def _coerce(key: str, value: Any, tp: Any) -> Any:
+    """Check `value` against the annotation `tp`; allow int -> float, reject bool -> number."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(key, value, arg)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(
+            f"{key}={value!r} has the wrong type: expected "
+            f"{' or '.join(_describe(a) for a in args)}."
+        )
+    if origin in (list, tuple):
+        if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+            raise ConfigError(f"{key}={value!r} has the wrong type: expected a list.")
+        (item_tp, *_) = typing.get_args(tp) or (Any,)
+        items = [_coerce(f"{key}[{i}]", v, item_tp) for i, v in enumerate(value)]
+        return items if origin is list else tuple(items)
+    if origin in (dict, Mapping) or tp in (dict, Mapping):
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{key}={value!r} has the wrong type: expected a mapping.")
+        return dict(value)
+    if tp is Any:
+        return value
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{key}={value!r} has the wrong type: expected true or false.")
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                return int(value)
+            raise ConfigError(f"{key}={value!r} has the wrong type: expected an integer.")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key}={value!r} has the wrong type: expected a number.")
+        value = float(value)
+        if math.isnan(value):
+            raise ConfigError(f"{key}=nan is not allowed: expected a finite number.")
+        return value
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{key}={value!r} has the wrong type: expected a string.")
+        return value
+    return value
+
+
+def _check_range(key: str, value: Any, meta: Mapping[str, Any]) -> None:
+    if value is None:
+        return
+    if "choices" in meta and value not in meta["choices"]:
+        choices = ", ".join(map(str, meta["choices"]))
+        raise ConfigError(f"{key}={value!r} is not accepted: expected one of {choices}.")
+    if "range" in meta and isinstance(value, (int, float)):
+        lo, hi = meta["range"]
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
+            lo_s = "-inf" if lo is None else lo
+            hi_s = "inf" if hi is None else hi
+            raise ConfigError(
+                f"{key}={value!r} is out of range: expected {lo_s} <= {key} <= {hi_s}."
+            )
+
+
+def build_config(cls: type[T], values: Mapping[str, Any] | None, prefix: str = "") -> T:
+    """Validate `values` against dataclass `cls` and return an instance.
+
+    Unknown keys are errors (with a did-you-mean), so a typo never silently falls back to a
+    default.
+    """
+    values = dict(values or {})
+    hints = get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    kwargs: dict[str, Any] = {}
+    for key, value in values.items():
+        full = f"{prefix}{key}"
+        if key not in fields:
+            raise ConfigError(
+                f"unknown config key {full!r}.{did_you_mean(key, fields)} "
+                f"Accepted keys: {', '.join(sorted(fields))}."
+            )
+        f = fields[key]
+        coerced = _coerce(full, value, hints[key])
+        _check_range(full, coerced, f.metadata)
+        kwargs[key] = coerced
+    try:
+        return cls(**kwargs)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"invalid {prefix.rstrip('.') or cls.__name__} config: {exc}") from None
+
+
+def config_to_dict(cfg: Any) -> dict[str, Any]:
+    return dataclasses.asdict(cfg)
+
+
+@dataclass
+class RunConfig:
+    """Settings of the runner shared by every algorithm (top level of the Hydra config)."""
+
+    seed: int = field(default=0, metadata=rng(0, None))
+    total_steps: int = field(default=15_000, metadata=rng(1, None, "env steps in total"))
+    num_envs: int = field(default=1, metadata=rng(1, 1024))
+    vector_mode: str = field(default="sync", metadata={"choices": ["sync", "async"]})
+    learning_starts: int = field(default=1_000, metadata=rng(0, None, "random-action steps"))
+    utd_ratio: float = field(default=1.0, metadata=rng(0.0, 1024.0, "updates per env step"))
+    eval_every: int = field(default=2_500, metadata=rng(1, None))
+    eval_episodes: int = field(default=5, metadata=rng(1, 10_000))
+    checkpoint_every: int = field(default=5_000, metadata=rng(1, None))
+    log_every: int = field(default=1_000, metadata=rng(1, None))
+    device: str = "cpu"
+    torch_threads: int = field(default=1, metadata=rng(0, 1024, "0 = torch default"))
+    progress: bool = True
+    dataset: str | None = None
+    buffer_device: str | None = None
+    max_episode_steps: int | None = field(default=None, metadata=rng(1, None))

@@ -1,0 +1,92 @@
+"""Building environments from config: a plugin's factory, a Gymnasium id, or a robot.
+
+Resolution order for ``env.id``: a factory registered by a plugin under that id, then the
+Gymnasium registry. ``robot=NAME`` (when set) builds a real-robot env from the robot plugin
+instead; those come wrapped in the safety layer by their plugin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import gymnasium as gym
+
+from roborl.core.errors import ConfigError, did_you_mean
+from roborl.core.plugins import Registry
+
+
+def _gym_ids() -> list[str]:
+    return sorted(gym.envs.registry.keys())
+
+
+def env_factory(registry: Registry, env_cfg: Mapping[str, Any]) -> Callable[[], gym.Env]:
+    """A zero-argument constructor for one env as described by the `env` config group."""
+    env_id = env_cfg.get("id")
+    if not env_id:
+        raise ConfigError(
+            "env.id is not set: pass env=<name> (e.g. env=halfcheetah) or env.id=<id>."
+        )
+    kwargs = dict(env_cfg.get("kwargs") or {})
+    max_steps = env_cfg.get("max_episode_steps")
+    if env_id in registry.envs:
+        factory = registry.envs[env_id]
+
+        def make_plugin_env() -> gym.Env:
+            env = factory(**kwargs)
+            if max_steps:
+                env = gym.wrappers.TimeLimit(env, max_episode_steps=int(max_steps))
+            return env
+
+        return make_plugin_env
+    if env_id not in gym.envs.registry:
+        plugin_ids = sorted(registry.envs)
+        hint = did_you_mean(env_id, plugin_ids + _gym_ids())
+        raise ConfigError(
+            f"unknown env id {env_id!r}.{hint} It is neither registered by a roborl plugin "
+            f"({', '.join(plugin_ids) or 'none'}) nor by Gymnasium. Short names: "
+            "env=halfcheetah, hopper, walker2d, ant, humanoid, inverted_pendulum, "
+            "inverted_double_pendulum, reacher, pusher; or any registered id via env.id=."
+        )
+
+    def make_gym_env() -> gym.Env:
+        extra = {"max_episode_steps": int(max_steps)} if max_steps else {}
+        try:
+            return gym.make(env_id, **kwargs, **extra)
+        except TypeError as exc:
+            raise ConfigError(f"env {env_id!r} rejected env.kwargs={kwargs}: {exc}") from None
+
+    return make_gym_env
+
+
+def robot_factory(registry: Registry, robot_cfg: Mapping[str, Any]) -> Callable[[], gym.Env]:
+    name = robot_cfg.get("name")
+    factory = registry.get("robots", name)
+    return lambda: factory(robot_cfg)
+
+
+def make_env(registry: Registry, cfg: Mapping[str, Any], seed: int | None = None) -> gym.Env:
+    """One env (robot when `robot` is configured, else `env`), with episode statistics."""
+    robot_cfg = cfg.get("robot")
+    if robot_cfg:
+        maker = robot_factory(registry, robot_cfg)
+    else:
+        maker = env_factory(registry, cfg["env"])
+    env = gym.wrappers.RecordEpisodeStatistics(maker())
+    if seed is not None:
+        env.action_space.seed(seed)
+    return env
+
+
+def make_vec_env(
+    registry: Registry, cfg: Mapping[str, Any], num_envs: int, mode: str = "sync"
+) -> gym.vector.VectorEnv:
+    """A vector env whose finished sub-envs reset in the same step (final obs in `info`)."""
+    if cfg.get("robot"):
+        if num_envs != 1:
+            raise ConfigError(f"num_envs={num_envs} with a real robot: a robot is one env, use 1.")
+        makers = [robot_factory(registry, cfg["robot"])]
+    else:
+        makers = [env_factory(registry, cfg["env"])] * num_envs
+    vec_cls = gym.vector.AsyncVectorEnv if mode == "async" else gym.vector.SyncVectorEnv
+    return vec_cls(makers, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)

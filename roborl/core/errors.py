@@ -1,0 +1,47 @@
+"""Errors users see: one paragraph that names the bad value and what would be accepted."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class RoborlError(Exception):
+    """Base class for errors that the CLI prints as one paragraph, without a traceback."""
+
+    exit_code = 2
+
+
+class ConfigError(RoborlError):
+    """A config value is unknown, wrongly typed or out of range."""
+
+
+class PluginError(RoborlError):
+    """A plugin failed to load, or two plugins claim the same name."""
+
+
+class CheckpointError(RoborlError):
+    """A checkpoint is missing, truncated, or not a roborl checkpoint."""
+
+
+class DatasetError(RoborlError):
+    """A dataset is missing a field, has mismatched lengths, wrong shapes or non-finite values."""
+
+
+class RobotError(RoborlError):
+    """A robot (or the bridge to it) sent something unusable or stopped answering."""
+
+
+def did_you_mean(value: str, choices: Iterable[str]) -> str:
+    """A short ' Did you mean X?' hint, or '' when nothing is close."""
+    close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
+    return f" Did you mean {close[0]!r}?" if close else ""
+
+
+def unknown_name(kind: str, value: str, choices: Iterable[str], hint: str = "") -> ConfigError:
+    """The error for `algo=foo`-style mistakes: names the value and lists what exists."""
+    choices = sorted(choices)
+    listed = ", ".join(choices) if choices else "(none registered)"
+    return ConfigError(
+        f"unknown {kind} {value!r}.{did_you_mean(value, choices)} Available: {listed}.{hint}"
+    )

@@ -1,0 +1,96 @@
+"""roborl's hook specifications (pluggy), version `HOOKSPEC_VERSION`.
+
+A plugin is any module or object, exposed under the entry-point group ``roborl.plugins``,
+that implements some of these hooks with `@hookimpl`. Provider hooks return a mapping of
+names to things; event hooks observe a run. pluggy checks every implementation's signature
+against these specs when the plugin is registered, so a typo is reported with the plugin's name.
+
+Versioning: the major number changes when a hook is removed or its arguments change; a plugin
+may declare ``ROBORL_HOOKSPEC_VERSION = "1"`` and is refused (with its name) on a mismatch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pluggy
+
+PROJECT_NAME = "roborl"
+HOOKSPEC_VERSION = "1.0"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+# -- providers ---------------------------------------------------------------------------------
+
+
+@hookspec
+def roborl_algorithms() -> Mapping[str, type]:
+    """Algorithm classes by name (`algo.name=`); subclasses of `roborl.core.interfaces.Algorithm`."""
+
+
+@hookspec
+def roborl_envs() -> Mapping[str, Callable[..., Any]]:
+    """Env factories by id (`env.id=`): ``factory(**env.kwargs) -> gymnasium.Env``."""
+
+
+@hookspec
+def roborl_robots() -> Mapping[str, Callable[..., Any]]:
+    """Real-robot backends by name (`robot=`): ``factory(robot_config) -> gymnasium.Env``,
+    already wrapped in the safety layer."""
+
+
+@hookspec
+def roborl_loggers() -> Mapping[str, type]:
+    """Logger classes by name (`logger=`); subclasses of `roborl.core.interfaces.Logger`."""
+
+
+@hookspec
+def roborl_dataset_sources() -> Mapping[str, Callable[..., Any]]:
+    """Dataset loaders by format name: ``loader(path, **options) -> dataset``."""
+
+
+@hookspec
+def roborl_config_dirs() -> list[str]:
+    """Hydra config search-path entries (``pkg://module.path`` or a directory) so that
+    `algo=theirs`, `env=theirs` resolve once the plugin is installed."""
+
+
+@hookspec
+def roborl_cli_commands() -> Mapping[str, Callable[[list[str]], int]]:
+    """Extra `roborl <command>` subcommands: ``fn(argv) -> exit code``."""
+
+
+# -- run events --------------------------------------------------------------------------------
+
+
+@hookspec
+def roborl_run_start(run_dir: str, config: Mapping[str, Any]) -> None:
+    """A run (new or resumed) is about to start collecting."""
+
+
+@hookspec
+def roborl_metrics(step: int, metrics: Mapping[str, float]) -> None:
+    """A metrics event was written to `metrics.jsonl`."""
+
+
+@hookspec
+def roborl_checkpoint(path: str, step: int) -> None:
+    """A checkpoint was written atomically to `path`."""
+
+
+@hookspec
+def roborl_run_end(run_dir: str, summary: Mapping[str, Any]) -> None:
+    """The run finished (or was interrupted) and `summary.json` was written."""
+
+
+PROVIDER_HOOKS = {
+    "roborl_algorithms": "algorithms",
+    "roborl_envs": "envs",
+    "roborl_robots": "robots",
+    "roborl_loggers": "loggers",
+    "roborl_dataset_sources": "dataset_sources",
+    "roborl_cli_commands": "commands",
+}

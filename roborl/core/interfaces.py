@@ -1,0 +1,148 @@
+"""The interfaces every plugin implements: Algorithm, Policy, RobotDriver, Logger.
+
+One protocol serves online, offline and offline-to-online methods (DESIGN.md, "Algorithm"):
+an algorithm is built from the env's spaces and its validated config, acts, updates from a
+batch, saves and loads its state, and hands out a deployable `Policy`.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+if TYPE_CHECKING:
+    from roborl.core.context import TrainContext
+
+
+@dataclass
+class Batch:
+    """A minibatch of transitions as tensors on the training device.
+
+    `terminated` is 1.0 only for true terminal states (not time-limit truncations), so
+    bootstrapping stays correct. `discount` carries gamma**n for n-step returns (None = gamma).
+    """
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    rewards: torch.Tensor
+    next_obs: torch.Tensor
+    terminated: torch.Tensor
+    costs: torch.Tensor | None = None
+    discount: torch.Tensor | None = None
+    extras: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return int(self.obs.shape[0])
+
+
+class Policy(abc.ABC):
+    """A deployable policy: observation in, action out, no optimiser or training state."""
+
+    observation_space: gym.Space
+    action_space: gym.Space
+
+    @abc.abstractmethod
+    def act(self, obs: np.ndarray) -> np.ndarray:
+        """Deterministic action(s) for one observation or a batch (leading axis)."""
+
+    def reset(self) -> None:  # noqa: B027 - optional hook, stateless by default
+        """Forget any per-episode state (history-conditioned policies override this)."""
+
+
+class Algorithm(abc.ABC):
+    """Base class of every learning algorithm.
+
+    Subclasses set `name`, `Config` (a dataclass whose fields are validated against the Hydra
+    config) and `loop`, which tells the runner how to train it:
+
+    - ``"offpolicy"``: the runner collects transitions into a replay buffer and calls
+      `update(batch)` `utd_ratio` times per env step (SAC, DSAC-T).
+    - ``"offline"``: the runner feeds batches from `dataset=` and evaluates online.
+    - ``"custom"``: the algorithm drives its own loop in `train(ctx)` (PPO-style methods,
+      offline-to-online pipelines, wrappers around other libraries).
+    """
+
+    name: ClassVar[str]
+    Config: ClassVar[type]
+    loop: ClassVar[str] = "offpolicy"
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        config: Any,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.config = config
+        self.device = torch.device(device)
+
+    @abc.abstractmethod
+    def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
+        """Actions for a batch of observations (leading axis = env index)."""
+
+    @abc.abstractmethod
+    def update(self, batch: Batch) -> dict[str, float]:
+        """One gradient update; returns scalar metrics named without the `train/` prefix."""
+
+    @abc.abstractmethod
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue training: networks, optimisers, temperature."""
+
+    @abc.abstractmethod
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Inverse of `state_dict`."""
+
+    @abc.abstractmethod
+    def policy(self) -> Policy:
+        """A deployable deterministic policy sharing this algorithm's current weights."""
+
+    def train(self, ctx: TrainContext) -> None:
+        """Own training loop, for `loop = "custom"` algorithms."""
+        raise NotImplementedError(f"algorithm {self.name!r} has loop={self.loop!r}, not custom")
+
+
+class RobotDriver(abc.ABC):
+    """A robot as the runner sees it: connect, read the latest observation, command, stop.
+
+    Drivers never decide safety; the safety layer between policy and driver does.
+    """
+
+    @abc.abstractmethod
+    def connect(self, timeout_s: float) -> None:
+        """Open the connection and wait until the first state arrives."""
+
+    @abc.abstractmethod
+    def observation(self) -> tuple[np.ndarray, float]:
+        """The latest observation and its age in seconds."""
+
+    @abc.abstractmethod
+    def command(self, action: np.ndarray) -> None:
+        """Send one command in the controller's joint order."""
+
+    @abc.abstractmethod
+    def stop(self) -> None:
+        """Command a hold/zero and stop commanding; safe to call repeatedly."""
+
+    def close(self) -> None:  # noqa: B027 - optional
+        """Release transports; calls `stop()` first where a driver needs it."""
+
+
+class Logger(abc.ABC):
+    """A metrics sink (the JSONL file is always written by the runner; these are extra)."""
+
+    @abc.abstractmethod
+    def __init__(self, run_dir: str, config: Mapping[str, Any], **options: Any) -> None: ...
+
+    @abc.abstractmethod
+    def log(self, metrics: Mapping[str, float], step: int) -> None: ...
+
+    def close(self) -> None:  # noqa: B027 - optional
+        """Flush and release resources."""

@@ -1,0 +1,153 @@
+"""Network building blocks shared by algorithm plugins.
+
+`EnsembleMLP` stacks the weights of E critics into (E, in, out) tensors so all critics run in
+one batched matmul forward and backward: twin Q (E=2), REDQ/Cal-QL ensembles (E=10) and
+distributional critics all use it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Sequence
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+ACTIVATIONS = {
+    "relu": nn.ReLU,
+    "gelu": nn.GELU,
+    "tanh": nn.Tanh,
+    "elu": nn.ELU,
+    "silu": nn.SiLU,
+}
+
+
+def activation(name: str) -> type[nn.Module]:
+    try:
+        return ACTIVATIONS[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown activation {name!r}; expected one of {sorted(ACTIVATIONS)}"
+        ) from None
+
+
+def mlp(
+    in_dim: int,
+    hidden: Sequence[int],
+    out_dim: int,
+    act: str = "relu",
+    layer_norm: bool = False,
+) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    last = in_dim
+    for width in hidden:
+        layers.append(nn.Linear(last, width))
+        if layer_norm:
+            layers.append(nn.LayerNorm(width))
+        layers.append(activation(act)())
+        last = width
+    layers.append(nn.Linear(last, out_dim))
+    return nn.Sequential(*layers)
+
+
+class EnsembleLinear(nn.Module):
+    """E independent linear layers applied with one `baddbmm`: x (E, B, in) -> (E, B, out)."""
+
+    def __init__(self, ensemble: int, in_dim: int, out_dim: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(ensemble, in_dim, out_dim))
+        self.bias = nn.Parameter(torch.empty(ensemble, 1, out_dim))
+        bound = 1.0 / math.sqrt(in_dim)  # same init as nn.Linear, per member
+        nn.init.uniform_(self.weight, -bound, bound)
+        nn.init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, x: torch.Tensor, detach: bool = False) -> torch.Tensor:
+        w, b = (self.weight.detach(), self.bias.detach()) if detach else (self.weight, self.bias)
+        return torch.baddbmm(b, x, w)
+
+
+class EnsembleLayerNorm(nn.Module):
+    """LayerNorm with separate affine parameters per ensemble member."""
+
+    def __init__(self, ensemble: int, dim: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(ensemble, 1, dim))
+        self.bias = nn.Parameter(torch.zeros(ensemble, 1, dim))
+
+    def forward(self, x: torch.Tensor, detach: bool = False) -> torch.Tensor:
+        w, b = (self.weight.detach(), self.bias.detach()) if detach else (self.weight, self.bias)
+        return nn.functional.layer_norm(x, x.shape[-1:]) * w + b
+
+
+class EnsembleMLP(nn.Module):
+    """E MLPs evaluated together; input (B, in) is shared or (E, B, in) per member.
+
+    `detach=True` evaluates with detached weights: gradients reach the input (the actor's
+    action) but not the critics, so actor and critic losses can share one backward pass.
+    """
+
+    def __init__(
+        self,
+        ensemble: int,
+        in_dim: int,
+        hidden: Sequence[int],
+        out_dim: int,
+        act: str = "relu",
+        layer_norm: bool = False,
+    ) -> None:
+        super().__init__()
+        self.ensemble = ensemble
+        self.out_dim = out_dim
+        dims = [in_dim, *hidden]
+        self.linears = nn.ModuleList(EnsembleLinear(ensemble, a, b) for a, b in itertools.pairwise(dims))
+        self.norms = nn.ModuleList(
+            EnsembleLayerNorm(ensemble, d) if layer_norm else nn.Identity() for d in hidden
+        )
+        self.act = activation(act)()
+        self.head = EnsembleLinear(ensemble, dims[-1], out_dim)
+
+    def forward(self, x: torch.Tensor, detach: bool = False) -> torch.Tensor:
+        if x.dim() == 2:
+            x = x.unsqueeze(0).expand(self.ensemble, *x.shape)
+        for linear, norm in zip(self.linears, self.norms):
+            x = linear(x, detach)
+            if not isinstance(norm, nn.Identity):
+                x = norm(x, detach)
+            x = self.act(x)
+        return self.head(x, detach)
+
+
+@torch.no_grad()
+def polyak_update(
+    target: Iterable[torch.Tensor], source: Iterable[torch.Tensor], tau: float
+) -> None:
+    """target <- (1 - tau) target + tau source, fused over all tensors."""
+    torch._foreach_lerp_(list(target), list(source), tau)
+
+
+class ActionScaler:
+    """Maps between a Box action space and the [-1, 1] range tanh policies produce."""
+
+    def __init__(self, space: gym.spaces.Box, device: torch.device | str = "cpu") -> None:
+        low = np.asarray(space.low, dtype=np.float32)
+        high = np.asarray(space.high, dtype=np.float32)
+        if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
+            raise ValueError("tanh-squashed policies need a bounded action space")
+        self.low_np, self.high_np = low, high
+        self.scale_np = (high - low) / 2.0
+        self.center_np = (high + low) / 2.0
+        self.scale = torch.as_tensor(self.scale_np, device=device)
+        self.center = torch.as_tensor(self.center_np, device=device)
+
+    def to_env(self, a: np.ndarray) -> np.ndarray:
+        return np.clip(a * self.scale_np + self.center_np, self.low_np, self.high_np)
+
+    def to_unit(self, a: torch.Tensor) -> torch.Tensor:
+        return ((a - self.center) / self.scale).clamp(-1.0, 1.0)
+
+
+def obs_tensor(obs: np.ndarray, device: torch.device) -> torch.Tensor:
+    return torch.as_tensor(np.asarray(obs), dtype=torch.float32, device=device)

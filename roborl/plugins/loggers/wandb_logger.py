@@ -1,0 +1,72 @@
+"""Weights & Biases logger that never blocks a run: offline unless the user is logged in."""
+
+from __future__ import annotations
+
+import netrc
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from roborl.core.errors import ConfigError
+from roborl.core.interfaces import Logger
+
+MODES = ("auto", "online", "offline", "disabled")
+
+
+def logged_in() -> bool:
+    """True when wandb has credentials (env var or ~/.netrc), without touching the network."""
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    try:
+        return netrc.netrc().authenticators("api.wandb.ai") is not None
+    except (FileNotFoundError, netrc.NetrcParseError, OSError):
+        return False
+
+
+def resolve_mode(mode: str | None) -> str:
+    env_mode = os.environ.get("WANDB_MODE")
+    if mode in (None, "auto"):
+        if env_mode in MODES[1:]:
+            return env_mode  # type: ignore[return-value]
+        return "online" if logged_in() else "offline"
+    if mode not in MODES:
+        raise ConfigError(
+            f"logger.mode={mode!r} is not accepted: expected one of {', '.join(MODES)}."
+        )
+    return mode
+
+
+class WandbLogger(Logger):
+    def __init__(
+        self,
+        run_dir: str,
+        config: Mapping[str, Any],
+        project: str = "roborl",
+        entity: str | None = None,
+        mode: str | None = "auto",
+        group: str | None = None,
+        tags: list[str] | None = None,
+    ) -> None:
+        import wandb
+
+        self.mode = resolve_mode(mode)
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
+        self._run = wandb.init(
+            project=project,
+            entity=entity,
+            group=group,
+            tags=list(tags or []),
+            dir=run_dir,
+            mode=self.mode,  # type: ignore[arg-type]
+            config=dict(config),
+            name=Path(run_dir).name,
+            reinit="finish_previous",
+            settings=wandb.Settings(init_timeout=60, silent=True, console="off"),
+        )
+
+    def log(self, metrics: Mapping[str, float], step: int) -> None:
+        self._run.log(dict(metrics), step=step)
+
+    def close(self) -> None:
+        self._run.finish()

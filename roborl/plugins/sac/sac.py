@@ -1,0 +1,248 @@
+"""Soft Actor-Critic.
+
+Haarnoja et al., "Soft Actor-Critic Algorithms and Applications", arXiv 1812.05905 (2018):
+
+- twin soft Q critics with target networks updated by Polyak averaging, tau = 0.005
+  (Sec. 5, "clipped double-Q"; target value eq. 3 with the min of the two targets);
+- tanh-squashed Gaussian actor with the change-of-variables log-likelihood (Appendix C, eq. 21);
+- actor loss E[alpha log pi(a|s) - min_i Q_i(s, a)] (eq. 7 with the twin-Q min);
+- automatic temperature, J(alpha) = E[-alpha (log pi(a|s) + target_entropy)] with
+  target_entropy = -dim(A) (eq. 18, Sec. 5);
+- Adam 3e-4 for all three losses, batch 256, two hidden layers of 256 ReLU units, gamma 0.99,
+  uniform random actions for the first `learning_starts` steps (Table 1 of the paper and the
+  softlearning defaults).
+
+Implementation notes and deviations:
+
+- Both critics are one `EnsembleMLP` (stacked weights, one batched matmul per layer).
+- Critic, actor and temperature losses are computed from the same parameters and applied with
+  one backward pass: the actor sees the critics through detached weights and the temperature
+  loss sees a detached log-prob, so each gradient is exactly its own loss's gradient. The
+  paper's reference code (softlearning) also evaluates the three losses on the same batch and
+  parameters in one graph; updating the critics first (as SB3 and CleanRL do) differs only by
+  one step's staleness of the actor's critic.
+- The critic loss is 0.5 * sum over the two critics of the mean squared TD error (SB3's
+  scaling); the paper writes each critic's loss separately, which gives the same gradients.
+- log-std is clipped to [-20, 2] as in the reference code. Actions are learned in [-1, 1] and
+  rescaled to the env's bounds.
+- The temperature is learned as log(alpha), initialised at alpha = `init_alpha` (1.0).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from roborl.core.config import rng
+from roborl.core.interfaces import Algorithm, Batch, Policy
+from roborl.core.nn import ActionScaler, EnsembleMLP, activation, obs_tensor, polyak_update
+from roborl.core.spaces import flat_dim
+
+LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
+
+
+@dataclass
+class SACConfig:
+    gamma: float = field(default=0.99, metadata=rng(0.0, 1.0))
+    tau: float = field(default=0.005, metadata=rng(0.0, 1.0, "Polyak rate of the targets"))
+    actor_lr: float = field(default=3e-4, metadata=rng(0.0, 1.0))
+    critic_lr: float = field(default=3e-4, metadata=rng(0.0, 1.0))
+    alpha_lr: float = field(default=3e-4, metadata=rng(0.0, 1.0))
+    batch_size: int = field(default=256, metadata=rng(1, None))
+    hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])
+    activation: str = field(
+        default="relu", metadata={"choices": ["relu", "gelu", "elu", "tanh", "silu"]}
+    )
+    num_critics: int = field(default=2, metadata=rng(1, 64))
+    init_alpha: float = field(default=1.0, metadata=rng(1e-8, None))
+    autotune_alpha: bool = True
+    target_entropy: float | None = None  # None = -dim(A)
+    buffer_size: int = field(default=1_000_000, metadata=rng(1, None))
+    target_update_every: int = field(default=1, metadata=rng(1, None))
+
+
+class TanhGaussianActor(nn.Module):
+    def __init__(self, obs_dim: int, act_dim: int, hidden: list[int], act: str) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        last = obs_dim
+        for width in hidden:
+            layers += [nn.Linear(last, width), activation(act)()]
+            last = width
+        self.net = nn.Sequential(*layers)
+        self.head = nn.Linear(hidden[-1], 2 * act_dim)
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        mean, log_std = self.head(self.net(obs)).chunk(2, dim=-1)
+        return mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
+
+    def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A reparameterised tanh-Gaussian sample in [-1, 1] and its log-likelihood."""
+        mean, log_std = self(obs)
+        std = log_std.exp()
+        noise = torch.randn_like(mean)
+        pre_tanh = mean + std * noise
+        action = torch.tanh(pre_tanh)
+        # log N(pre_tanh; mean, std) - sum log(1 - tanh^2), the latter in a stable form.
+        log_prob = (-0.5 * noise.pow(2) - log_std - 0.5 * np.log(2 * np.pi)).sum(-1)
+        log_prob = log_prob - (
+            2 * (np.log(2) - pre_tanh - nn.functional.softplus(-2 * pre_tanh))
+        ).sum(-1)
+        return action, log_prob
+
+    def deterministic(self, obs: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self(obs)[0])
+
+
+class SquashedGaussianPolicy(Policy):
+    """Deterministic tanh(mean) policy for evaluation and deployment."""
+
+    def __init__(
+        self, actor: TanhGaussianActor, obs_space: gym.Space, action_space: gym.spaces.Box
+    ) -> None:
+        self.actor = actor
+        self.observation_space = obs_space
+        self.action_space = action_space
+        self.scaler = ActionScaler(action_space)
+        self.device = next(actor.parameters()).device
+
+    @torch.no_grad()
+    def act(self, obs: np.ndarray) -> np.ndarray:
+        obs = np.asarray(obs, dtype=np.float32)
+        single = obs.ndim == len(self.observation_space.shape)
+        x = obs_tensor(obs[None] if single else obs, self.device).flatten(1)
+        a = self.scaler.to_env(self.actor.deterministic(x).cpu().numpy())
+        return a[0] if single else a
+
+
+class SAC(Algorithm):
+    name = "sac"
+    Config = SACConfig
+    loop = "offpolicy"
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        config: SACConfig,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        super().__init__(observation_space, action_space, config, device)
+        if not isinstance(action_space, gym.spaces.Box):
+            raise TypeError(f"SAC needs a continuous (Box) action space, got {action_space}")
+        cfg = config
+        obs_dim, act_dim = flat_dim(observation_space), flat_dim(action_space)
+        self.act_dim = act_dim
+        self.scaler = ActionScaler(action_space, self.device)
+        self.actor = TanhGaussianActor(obs_dim, act_dim, list(cfg.hidden_sizes), cfg.activation)
+        self.critic = EnsembleMLP(
+            cfg.num_critics, obs_dim + act_dim, cfg.hidden_sizes, 1, cfg.activation
+        )
+        self.actor.to(self.device)
+        self.critic.to(self.device)
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.log_alpha = torch.tensor(
+            float(np.log(cfg.init_alpha)), device=self.device, requires_grad=cfg.autotune_alpha
+        )
+        self.target_entropy = float(
+            cfg.target_entropy if cfg.target_entropy is not None else -act_dim
+        )
+        adam = {"foreach": True} if self.device.type == "cpu" else {"fused": True}
+        groups = [
+            {"params": list(self.actor.parameters()), "lr": cfg.actor_lr},
+            {"params": list(self.critic.parameters()), "lr": cfg.critic_lr},
+        ]
+        if cfg.autotune_alpha:
+            groups.append({"params": [self.log_alpha], "lr": cfg.alpha_lr})
+        # One Adam with per-network learning rates: identical to three Adams (Adam is
+        # per-parameter), but one fused step.
+        self.optimizer = torch.optim.Adam(groups, **adam)
+        self.updates = 0
+
+    # -- acting ------------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
+        x = obs_tensor(obs, self.device).flatten(1)
+        a = self.actor.deterministic(x) if deterministic else self.actor.sample(x)[0]
+        return self.scaler.to_env(a.cpu().numpy())
+
+    def policy(self) -> Policy:
+        return SquashedGaussianPolicy(self.actor, self.observation_space, self.action_space)
+
+    # -- learning ----------------------------------------------------------------------------
+
+    def q_values(
+        self, obs: torch.Tensor, unit_actions: torch.Tensor, detach: bool = False
+    ) -> torch.Tensor:
+        """(num_critics, B) Q-values; actions in [-1, 1]."""
+        return self.critic(torch.cat([obs, unit_actions], -1), detach).squeeze(-1)
+
+    def update(self, batch: Batch) -> dict[str, float]:
+        cfg = self.config
+        obs, next_obs = batch.obs.flatten(1), batch.next_obs.flatten(1)
+        actions = self.scaler.to_unit(batch.actions)
+        alpha = self.log_alpha.exp().detach()
+        discount = cfg.gamma if batch.discount is None else batch.discount
+
+        with torch.no_grad():
+            next_a, next_logp = self.actor.sample(next_obs)
+            q_next = self.critic_target(torch.cat([next_obs, next_a], -1)).squeeze(-1).min(0).values
+            target = batch.rewards + discount * (1.0 - batch.terminated) * (
+                q_next - alpha * next_logp
+            )
+
+        q = self.q_values(obs, actions)
+        critic_loss = 0.5 * (q - target).pow(2).mean(-1).sum()
+
+        pi_a, logp = self.actor.sample(obs)
+        q_pi = self.q_values(obs, pi_a, detach=True).min(0).values
+        actor_loss = (alpha * logp - q_pi).mean()
+
+        loss = critic_loss + actor_loss
+        if cfg.autotune_alpha:
+            alpha_loss = -(self.log_alpha.exp() * (logp.detach() + self.target_entropy)).mean()
+            loss = loss + alpha_loss
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+
+        self.updates += 1
+        if self.updates % cfg.target_update_every == 0:
+            polyak_update(self.critic_target.parameters(), self.critic.parameters(), cfg.tau)
+        return {
+            "critic_loss": critic_loss.detach(),
+            "actor_loss": actor_loss.detach(),
+            "alpha": alpha,
+            "entropy": -logp.detach().mean(),
+            "q_mean": q.detach().mean(),
+        }
+
+    # -- state -------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "actor": self.actor.state_dict(),
+            "critic": self.critic.state_dict(),
+            "critic_target": self.critic_target.state_dict(),
+            "log_alpha": self.log_alpha.detach().clone(),
+            "optimizer": self.optimizer.state_dict(),
+            "updates": self.updates,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.actor.load_state_dict(state["actor"])
+        self.critic.load_state_dict(state["critic"])
+        self.critic_target.load_state_dict(state["critic_target"])
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])
+        if "optimizer" in state:
+            self.optimizer.load_state_dict(state["optimizer"])
+        self.updates = int(state.get("updates", 0))

@@ -1,0 +1,1 @@
+"""Sim backends: Gymnasium's MuJoCo tasks and roborl's own MuJoCo tasks."""
