@@ -102,7 +102,9 @@ class EnsembleMLP(nn.Module):
         self.ensemble = ensemble
         self.out_dim = out_dim
         dims = [in_dim, *hidden]
-        self.linears = nn.ModuleList(EnsembleLinear(ensemble, a, b) for a, b in itertools.pairwise(dims))
+        self.linears = nn.ModuleList(
+            EnsembleLinear(ensemble, a, b) for a, b in itertools.pairwise(dims)
+        )
         self.norms = nn.ModuleList(
             EnsembleLayerNorm(ensemble, d) if layer_norm else nn.Identity() for d in hidden
         )

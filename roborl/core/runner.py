@@ -313,7 +313,8 @@ class Runner:
         robot_cfg = self.cfg.get("robot") or {}
         summary = {
             "algo": self.algo_cls.name,
-            "env": (robot_cfg.get("name") and f"robot:{robot_cfg.get('name')}") or env_cfg.get("id"),
+            "env": (robot_cfg.get("name") and f"robot:{robot_cfg.get('name')}")
+            or env_cfg.get("id"),
             "seed": self.run.seed,
             "steps": self.step,
             "updates": self.updates,
