@@ -78,12 +78,13 @@ def versions() -> dict[str, str]:
 
     import roborl
 
+    # str(): torch.__version__ is a TorchVersion, which weights_only loading refuses.
     return {
-        "roborl": roborl.__version__,
-        "torch": torch.__version__,
-        "mujoco": mujoco.__version__,
-        "gymnasium": gymnasium.__version__,
-        "numpy": numpy.__version__,
+        "roborl": str(roborl.__version__),
+        "torch": str(torch.__version__),
+        "mujoco": str(mujoco.__version__),
+        "gymnasium": str(gymnasium.__version__),
+        "numpy": str(numpy.__version__),
     }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
@@ -277,6 +278,7 @@ class Runner:
         self.host.pm.hook.roborl_run_start(run_dir=str(self.run_dir), config=self.cfg)
         previous = _install_signal_handlers()
         algo: Algorithm | None = None
+        self.current_algo: Algorithm | None = None
         try:
             loop = self.algo_cls.loop
             if loop == "offpolicy":
@@ -300,15 +302,15 @@ class Runner:
             _restore_signal_handlers(previous)
             if self.progress is not None:
                 self.progress.close()
-            summary = self._finish(algo)
+            summary = self._finish(algo or self.current_algo)
         return summary
 
     def _finish(self, algo: Algorithm | None) -> dict[str, Any]:
         if algo is not None and self.status != "finished" and self.step > 0:
             try:
                 self.checkpoint(algo, getattr(self, "_buffer", None))
-            except Exception:  # the previous checkpoint is intact; don't mask the real error
-                pass
+            except Exception as exc:  # the previous checkpoint is intact; keep the real error
+                print(f"roborl: warning: final checkpoint failed: {exc}", file=sys.stderr)
         env_cfg = self.cfg.get("env") or {}
         robot_cfg = self.cfg.get("robot") or {}
         summary = {
@@ -364,7 +366,7 @@ class Runner:
         envs = self.make_vec_env()
         self._vec_env = envs
         obs_space, act_space = envs.single_observation_space, envs.single_action_space
-        algo = self.build_algorithm(obs_space, act_space)
+        algo = self.current_algo = self.build_algorithm(obs_space, act_space)
         capacity = min(
             int(getattr(self.algo_config, "buffer_size", run.total_steps)), run.total_steps
         )
@@ -491,7 +493,9 @@ class Runner:
         refs = getattr(dataset, "reference_returns", None)
         if refs:
             self.extra_state["reference_returns"] = dict(refs)
-        algo = self.build_algorithm(dataset.observation_space, dataset.action_space)
+        algo = self.current_algo = self.build_algorithm(
+            dataset.observation_space, dataset.action_space
+        )
         if hasattr(algo, "prepare"):
             algo.prepare(dataset)
         if ckpt is not None:
@@ -530,7 +534,7 @@ class Runner:
 
     def _custom(self, ckpt: Mapping[str, Any] | None) -> Algorithm:
         env = self.make_env(seed=self.run.seed)
-        algo = self.build_algorithm(env.observation_space, env.action_space)
+        algo = self.current_algo = self.build_algorithm(env.observation_space, env.action_space)
         env.close()
         self._resume_ckpt = ckpt
         if ckpt is not None:

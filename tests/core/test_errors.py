@@ -1,0 +1,75 @@
+"""Every bad input gets a one-paragraph error naming the bad value, never a traceback."""
+
+from __future__ import annotations
+
+import pytest
+
+from roborl.core.config import RunConfig, build_config
+from roborl.core.errors import ConfigError
+from roborl.core.runner import resolve_algorithm, split_config
+
+
+def _assert_clean_error(proc, *needles: str) -> None:
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr, proc.stderr
+    for needle in needles:
+        assert needle in proc.stderr, (needle, proc.stderr)
+
+
+def test_unknown_algo_lists_available(cli) -> None:
+    proc = cli("train", "algo=sacc", check=False)
+    _assert_clean_error(proc, "sacc", "sac")
+
+
+def test_unknown_env_id_lists_short_names(cli) -> None:
+    proc = cli("train", *cli.FAST, "env.id=HalfCheeta-v5", check=False)
+    _assert_clean_error(proc, "HalfCheeta-v5", "HalfCheetah-v5", "halfcheetah")
+
+
+@pytest.mark.parametrize(
+    ("override", "needles"),
+    [
+        ("algo.gamma=1.5", ("algo.gamma=1.5", "out of range")),
+        ("algo.batch_size=big", ("algo.batch_size", "integer")),
+        ("algo.taux=0.1", ("algo.taux", "tau")),
+        ("total_steps=-5", ("total_steps=-5", "out of range")),
+    ],
+)
+def test_bad_values_name_key_and_accepted_values(
+    cli, override: str, needles: tuple[str, ...]
+) -> None:
+    proc = cli("train", *cli.FAST, override, check=False)
+    _assert_clean_error(proc, *needles)
+
+
+def test_validation_in_process() -> None:
+    from roborl.core.plugins import get_host
+
+    host = get_host()
+    with pytest.raises(ConfigError, match=r"algo\.tau=2\.0 is out of range"):
+        resolve_algorithm(host, {"name": "sac", "tau": 2.0})
+    with pytest.raises(ConfigError, match="expected true or false"):
+        resolve_algorithm(host, {"name": "sac", "autotune_alpha": "yes"})
+    with pytest.raises(ConfigError, match="vector_mode='fast' is not accepted"):
+        build_config(RunConfig, {"vector_mode": "fast"})
+    with pytest.raises(ConfigError, match="unknown top-level config key"):
+        split_config({"totl_steps": 5})
+
+
+def test_bad_checkpoint_is_reported_not_traced(cli, tmp_path) -> None:
+    bad = tmp_path / "garbage.pt"
+    bad.write_bytes(b"this is not a checkpoint")
+    proc = cli("eval", f"checkpoint={bad}", check=False)
+    _assert_clean_error(proc, "garbage.pt", "could not be read")
+    proc = cli("eval", f"checkpoint={tmp_path / 'missing.pt'}", check=False)
+    _assert_clean_error(proc, "missing.pt", "does not exist")
+
+
+def test_resume_of_a_non_run_directory(cli, tmp_path) -> None:
+    proc = cli("resume", f"run_dir={tmp_path}", check=False)
+    _assert_clean_error(proc, "config.yaml")
+
+
+def test_unknown_command_and_argument(cli) -> None:
+    _assert_clean_error(cli("trian", check=False), "trian", "train")
+    _assert_clean_error(cli("eval", "checkpiont=x", check=False), "checkpiont", "checkpoint")
