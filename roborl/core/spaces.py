@@ -21,6 +21,8 @@ def space_to_dict(space: gym.Space) -> dict[str, Any]:
         }
     if isinstance(space, gym.spaces.Discrete):
         return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
+    if isinstance(space, gym.spaces.Dict):
+        return {"type": "Dict", "spaces": {k: space_to_dict(v) for k, v in space.spaces.items()}}
     raise TypeError(f"roborl cannot store a {type(space).__name__} space in a checkpoint")
 
 
@@ -33,6 +35,8 @@ def space_from_dict(data: dict[str, Any]) -> gym.Space:
         return gym.spaces.Box(low=low, high=high, dtype=dtype)
     if kind == "Discrete":
         return gym.spaces.Discrete(int(data["n"]), start=int(data.get("start", 0)))
+    if kind == "Dict":
+        return gym.spaces.Dict({k: space_from_dict(v) for k, v in data["spaces"].items()})
     raise CheckpointError(f"checkpoint describes an unsupported space type {kind!r}")
 
 

@@ -1,0 +1,158 @@
+"""A small vision-language-action model trainable on CPU, OpenVLA-shaped.
+
+Sequence layout: [visual tokens (CNN features of the image)] [<bos> prompt words] [action
+tokens]. The language model is a tiny `transformers.LlamaForCausalLM`, so the same weights can
+be served by vLLM. Prompts of different length are left-padded; padding is masked and position
+ids skip it. Decoding is constrained to the 256 action tokens (the trainer recomputes
+log-probs over the same restricted vocabulary, so rollout and training agree).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from roborl.plugins.vla_rl.tokenizer import N_BINS, PAD
+
+
+class VisionEncoder(nn.Module):
+    """64x64 RGB -> 4 visual tokens (a 2x2 grid of CNN features)."""
+
+    def __init__(self, hidden: int) -> None:
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Conv2d(3, 16, 8, stride=4), nn.ReLU(),
+            nn.Conv2d(16, 32, 4, stride=2), nn.ReLU(),
+            nn.Conv2d(32, hidden, 3, stride=2), nn.ReLU(),
+            nn.AdaptiveAvgPool2d(2),
+        )  # fmt: skip
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        x = images.permute(0, 3, 1, 2).float() / 255.0
+        return self.net(x).flatten(2).transpose(1, 2)  # (B, 4, hidden)
+
+
+class TinyVLA(nn.Module):
+    """Image + instruction -> action-token distribution (and optionally a value)."""
+
+    def __init__(
+        self,
+        vocab_size: int,
+        action_dim: int,
+        hidden: int = 64,
+        layers: int = 2,
+        heads: int = 4,
+        value_head: bool = False,
+    ) -> None:
+        super().__init__()
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        self.vocab_size = vocab_size
+        self.action_dim = action_dim
+        self.first_action_token = vocab_size - N_BINS
+        self.vision = VisionEncoder(hidden)
+        config = LlamaConfig(
+            vocab_size=vocab_size,
+            hidden_size=hidden,
+            intermediate_size=2 * hidden,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            num_key_value_heads=heads,
+            max_position_embeddings=128,
+            pad_token_id=PAD,
+            bos_token_id=1,
+            eos_token_id=2,
+            tie_word_embeddings=False,
+        )
+        self.lm = LlamaForCausalLM(config)
+        self.value = nn.Linear(hidden, 1) if value_head else None
+
+    def _hidden(
+        self, images: torch.Tensor, prompts: torch.Tensor, actions: torch.Tensor | None
+    ) -> torch.Tensor:
+        vis = self.vision(images)
+        embed = self.lm.get_input_embeddings()
+        parts = [vis, embed(prompts)]
+        masks = [torch.ones(vis.shape[:2], dtype=torch.long), (prompts != PAD).long()]
+        if actions is not None and actions.shape[1] > 0:
+            parts.append(embed(actions))
+            masks.append(torch.ones(actions.shape, dtype=torch.long))
+        x = torch.cat(parts, 1)
+        mask = torch.cat(masks, 1).to(x.device)
+        position_ids = (mask.cumsum(1) - 1).clamp(min=0)
+        out = self.lm.model(inputs_embeds=x, attention_mask=mask, position_ids=position_ids)
+        return out.last_hidden_state
+
+    def prompt_end(self, prompts: torch.Tensor) -> int:
+        return 4 + prompts.shape[1] - 1  # index of the last prompt position
+
+    def action_logits(
+        self, images: torch.Tensor, prompts: torch.Tensor, actions: torch.Tensor
+    ) -> torch.Tensor:
+        """Logits over the 256 action bins for each of the D action tokens (teacher forcing):
+        (B, D, 256)."""
+        h = self._hidden(images, prompts, actions[:, :-1])
+        start = self.prompt_end(prompts)
+        h = h[:, start : start + self.action_dim]
+        logits = self.lm.lm_head(h)
+        return logits[..., self.first_action_token :]
+
+    def action_log_prob(
+        self, images: torch.Tensor, prompts: torch.Tensor, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """log pi(a|s) = sum of the action tokens' log-probs, and the per-token entropy mean."""
+        logp_all = torch.log_softmax(self.action_logits(images, prompts, actions), -1)
+        bins = (actions - self.first_action_token).clamp(0, N_BINS - 1)
+        token_logp = logp_all.gather(-1, bins.unsqueeze(-1)).squeeze(-1)
+        entropy = -(logp_all.exp() * logp_all).sum(-1).mean(-1)
+        return token_logp.sum(-1), entropy
+
+    @torch.no_grad()
+    def generate(
+        self,
+        images: torch.Tensor,
+        prompts: torch.Tensor,
+        temperature: float = 1.0,
+        greedy: bool = False,
+        generator: torch.Generator | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Batched auto-regressive decoding of D action tokens; returns (tokens, log-prob)."""
+        batch = images.shape[0]
+        tokens = torch.zeros(batch, 0, dtype=torch.long)
+        logp = torch.zeros(batch)
+        start = self.prompt_end(prompts)
+        for i in range(self.action_dim):
+            h = self._hidden(images, prompts, tokens)[:, start + i]
+            logits = self.lm.lm_head(h)[:, self.first_action_token :]
+            if greedy:
+                bins = logits.argmax(-1)
+            else:
+                probs = torch.softmax(logits / temperature, -1)
+                bins = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+            logp += torch.log_softmax(logits, -1).gather(-1, bins[:, None]).squeeze(-1)
+            tokens = torch.cat([tokens, (bins + self.first_action_token)[:, None]], 1)
+        return tokens, logp
+
+    def values(self, images: torch.Tensor, prompts: torch.Tensor) -> torch.Tensor:
+        assert self.value is not None, "this model has no value head"
+        h = self._hidden(images, prompts, None)[:, self.prompt_end(prompts)]
+        return self.value(h).squeeze(-1)
+
+
+class ProcessRewardModel(nn.Module):
+    """P(this action makes progress | image, task, action): the robotic process reward model,
+    trained on pseudo-labels from automatically segmented demonstrations."""
+
+    def __init__(self, num_tasks: int, action_dim: int, hidden: int = 64) -> None:
+        super().__init__()
+        self.vision = VisionEncoder(hidden)
+        self.task = nn.Embedding(num_tasks, hidden)
+        self.head = nn.Sequential(
+            nn.Linear(4 * hidden + hidden + action_dim, hidden), nn.ReLU(), nn.Linear(hidden, 1)
+        )
+
+    def forward(
+        self, images: torch.Tensor, tasks: torch.Tensor, actions: torch.Tensor
+    ) -> torch.Tensor:
+        v = self.vision(images).flatten(1)
+        return self.head(torch.cat([v, self.task(tasks), actions], -1)).squeeze(-1)
