@@ -14,22 +14,34 @@ from torch import nn
 
 from roborl.plugins.vla_rl.tokenizer import N_BINS, PAD
 
+N_VISUAL_TOKENS = 16
+
 
 class VisionEncoder(nn.Module):
-    """64x64 RGB -> 4 visual tokens (a 2x2 grid of CNN features)."""
+    """64x64 RGB -> 16 visual tokens (a 4x4 grid of CNN features, like ViT patches).
+
+    Two coordinate channels (CoordConv) are appended to the pixels so that the tiny encoder
+    can tell where an object is, which reaching and pushing depend on.
+    """
 
     def __init__(self, hidden: int) -> None:
         super().__init__()
         self.net = nn.Sequential(
-            nn.Conv2d(3, 16, 8, stride=4), nn.ReLU(),
-            nn.Conv2d(16, 32, 4, stride=2), nn.ReLU(),
-            nn.Conv2d(32, hidden, 3, stride=2), nn.ReLU(),
-            nn.AdaptiveAvgPool2d(2),
+            nn.Conv2d(5, 32, 4, stride=4), nn.ReLU(),
+            nn.Conv2d(32, 64, 2, stride=2), nn.ReLU(),
+            nn.Conv2d(64, hidden, 2, stride=2),
+            nn.AdaptiveAvgPool2d(4),
         )  # fmt: skip
+        self.pos = nn.Parameter(torch.zeros(1, N_VISUAL_TOKENS, hidden))
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        x = images.permute(0, 3, 1, 2).float() / 255.0
-        return self.net(x).flatten(2).transpose(1, 2)  # (B, 4, hidden)
+        # Inverted intensities: the bright table becomes ~0, objects carry the signal.
+        x = 1.0 - images.permute(0, 3, 1, 2).float() / 255.0
+        b, _, h, w = x.shape
+        ys = torch.linspace(-1, 1, h).view(1, 1, h, 1).expand(b, 1, h, w)
+        xs = torch.linspace(-1, 1, w).view(1, 1, 1, w).expand(b, 1, h, w)
+        x = torch.cat([x, ys, xs], 1)
+        return self.net(x).flatten(2).transpose(1, 2) + self.pos  # (B, 16, hidden)
 
 
 class TinyVLA(nn.Module):
@@ -84,7 +96,7 @@ class TinyVLA(nn.Module):
         return out.last_hidden_state
 
     def prompt_end(self, prompts: torch.Tensor) -> int:
-        return 4 + prompts.shape[1] - 1  # index of the last prompt position
+        return N_VISUAL_TOKENS + prompts.shape[1] - 1  # index of the last prompt position
 
     def action_logits(
         self, images: torch.Tensor, prompts: torch.Tensor, actions: torch.Tensor
@@ -141,18 +153,32 @@ class TinyVLA(nn.Module):
 
 class ProcessRewardModel(nn.Module):
     """P(this action makes progress | image, task, action): the robotic process reward model,
-    trained on pseudo-labels from automatically segmented demonstrations."""
+    trained on pseudo-labels from automatically segmented demonstrations.
+
+    Image, task and action are each embedded to `hidden` and normalised before they are mixed,
+    so the 2-d action is not drowned by the 1024-d image features.
+    """
 
     def __init__(self, num_tasks: int, action_dim: int, hidden: int = 64) -> None:
         super().__init__()
         self.vision = VisionEncoder(hidden)
+        self.image_proj = nn.Sequential(
+            nn.LayerNorm(N_VISUAL_TOKENS * hidden), nn.Linear(N_VISUAL_TOKENS * hidden, hidden)
+        )
         self.task = nn.Embedding(num_tasks, hidden)
+        self.action = nn.Sequential(
+            nn.Linear(action_dim, hidden), nn.ReLU(), nn.Linear(hidden, hidden)
+        )
         self.head = nn.Sequential(
-            nn.Linear(4 * hidden + hidden + action_dim, hidden), nn.ReLU(), nn.Linear(hidden, 1)
+            nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1)
         )
 
     def forward(
         self, images: torch.Tensor, tasks: torch.Tensor, actions: torch.Tensor
     ) -> torch.Tensor:
-        v = self.vision(images).flatten(1)
-        return self.head(torch.cat([v, self.task(tasks), actions], -1)).squeeze(-1)
+        z = (
+            self.image_proj(self.vision(images).flatten(1))
+            + self.task(tasks)
+            + self.action(actions)
+        )
+        return self.head(z).squeeze(-1)
