@@ -142,3 +142,21 @@ def test_two_iteration_run_end_to_end(tmp_path) -> None:
     assert any("sft/success/mean" in r for r in records)
     ckpt = torch.load(summary_path.parent / "checkpoints" / "last.pt", weights_only=True)
     assert ckpt["state"]["iteration"] == 2
+
+
+def test_openvla_loader_names_what_is_missing(tmp_path) -> None:
+    from roborl.core.errors import CheckpointError
+    from roborl.plugins.vla_rl.openvla import check_openvla_folder
+
+    with pytest.raises(CheckpointError, match="does not exist"):
+        check_openvla_folder(tmp_path / "nope")
+    with pytest.raises(CheckpointError, match=r"no config\.json"):
+        check_openvla_folder(tmp_path)
+    (tmp_path / "config.json").write_text('{"model_type": "llama"}')
+    with pytest.raises(CheckpointError, match="auto_map"):
+        check_openvla_folder(tmp_path)
+    (tmp_path / "config.json").write_text('{"auto_map": {"AutoModelForVision2Seq": "x.Y"}}')
+    with pytest.raises(CheckpointError, match="no weight files"):
+        check_openvla_folder(tmp_path)
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    assert check_openvla_folder(tmp_path) == tmp_path
