@@ -394,7 +394,7 @@ class VLARL(Algorithm):
                 v_loss.backward()
                 nn.utils.clip_grad_norm_(self.critic.parameters(), cfg.max_grad_norm)
                 self.critic_opt.step()
-                metrics["train/value_loss"] = float(v_loss)
+                metrics["train/value_loss"] = float(v_loss.detach())
                 if warmup:
                     continue
                 new_logp, entropy = self.policy_model.action_log_prob(
@@ -409,9 +409,9 @@ class VLARL(Algorithm):
                 self.policy_opt.step()
                 metrics.update(
                     {
-                        "train/policy_loss": float(p_loss),
+                        "train/policy_loss": float(p_loss.detach()),
                         "train/clip_frac": float(clip_frac),
-                        "train/entropy": float(entropy.mean()),
+                        "train/entropy": float(entropy.mean().detach()),
                     }
                 )
         self.sync_rollout_weights()
