@@ -89,4 +89,9 @@ def make_vec_env(
     else:
         makers = [env_factory(registry, cfg["env"])] * num_envs
     vec_cls = gym.vector.AsyncVectorEnv if mode == "async" else gym.vector.SyncVectorEnv
-    return vec_cls(makers, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    with_stats = [_with_episode_statistics(m) for m in makers]
+    return vec_cls(with_stats, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+
+
+def _with_episode_statistics(maker: Callable[[], gym.Env]) -> Callable[[], gym.Env]:
+    return lambda: gym.wrappers.RecordEpisodeStatistics(maker())

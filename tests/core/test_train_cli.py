@@ -27,6 +27,8 @@ def test_train_writes_complete_run_directory(cli) -> None:
     assert any("eval/return_mean" in r for r in records)
     assert any("train/critic_loss" in r for r in records)
     assert any("time/sps" in r for r in records)
+    assert any("train/episode_return" in r for r in records)
+    assert summary["episodes"] > 0
     steps = [r["step"] for r in records]
     assert steps == sorted(steps)
 
