@@ -1,0 +1,225 @@
+"""Off-policy speed: roborl SAC vs stable-baselines3 SAC on HalfCheetah-v5, side by side.
+
+Same networks (256x256 actor and twin critics), batch 256, UTD 1, same torch threads. Each
+framework runs in its own subprocess (so peak memory is its own), repeatedly and interleaved
+(roborl, sb3, roborl, sb3, ...) so that background load hits both alike; the medians are
+reported with their ratio to SB3.
+
+- updates/s: gradient updates on a buffer pre-filled with random transitions;
+- env steps/s: a whole training run (random warm-up, then one update per env step);
+- peak RSS of the process.
+
+    python benchmarks/offpolicy_speed.py [--device cpu|cuda] [--repeats 3]
+Writes benchmarks/results/offpolicy_speed_<device>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).parent / "results"
+ENV_ID = "HalfCheetah-v5"
+BATCH = 256
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def bench_roborl(
+    algo_name: str, device: str, updates: int, steps: int, warmup: int
+) -> dict[str, Any]:
+    import gymnasium as gym
+    import numpy as np
+    import torch
+
+    from roborl.core.buffer import ReplayBuffer
+    from roborl.core.plugins import get_host
+    from roborl.core.runner import Runner, resolve_algorithm
+
+    host = get_host()
+    env = gym.make(ENV_ID)
+    cls, config = resolve_algorithm(host, {"name": algo_name, "batch_size": BATCH})
+    algo = cls(env.observation_space, env.action_space, config, device)
+    buf = ReplayBuffer(10_000, env.observation_space.shape, env.action_space.shape, device=device)
+    rng = np.random.default_rng(0)
+    n = 10_000
+    buf.add(
+        rng.normal(size=(n, 17)), rng.uniform(-1, 1, (n, 6)), rng.normal(size=n),
+        rng.normal(size=(n, 17)), np.zeros(n),
+    )  # fmt: skip
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(20):  # warm-up (allocator, lazy init, compilation when enabled)
+        algo.update(buf.sample(BATCH, gen))
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(updates):
+        metrics = algo.update(buf.sample(BATCH, gen))
+    float(next(iter(metrics.values())))  # wait for the last update
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    ups = updates / (time.perf_counter() - t0)
+
+    cfg = {
+        "algo": {"name": algo_name, "batch_size": BATCH},
+        "env": {"id": ENV_ID},
+        "total_steps": warmup + steps,
+        "learning_starts": warmup,
+        "eval_every": 10**9,
+        "eval_episodes": 1,
+        "checkpoint_every": 10**9,
+        "log_every": 10**9,
+        "progress": False,
+        "device": device,
+        "torch_threads": 0,
+    }
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        runner = Runner(cfg, tmp, host)
+        t0 = time.perf_counter()
+        runner.execute()
+        total = time.perf_counter() - t0
+    return {"updates_per_s": ups, "train_wall_s": total, "peak_rss_mb": _peak_rss_mb()}
+
+
+def bench_sb3(device: str, updates: int, steps: int, warmup: int) -> dict[str, Any]:
+    import gymnasium as gym
+    import numpy as np
+    from stable_baselines3 import SAC
+
+    env = gym.make(ENV_ID)
+    model = SAC(
+        "MlpPolicy", env, batch_size=BATCH, learning_starts=0, train_freq=1, gradient_steps=1,
+        policy_kwargs={"net_arch": [256, 256]}, device=device, seed=0, buffer_size=1_000_000,
+    )  # fmt: skip
+    from stable_baselines3.common.logger import configure
+
+    model.set_logger(configure(None, []))  # train() outside learn() needs a logger
+    rng = np.random.default_rng(0)
+    for _ in range(10_000):
+        model.replay_buffer.add(
+            rng.normal(size=(1, 17)), rng.normal(size=(1, 17)), rng.uniform(-1, 1, (1, 6)),
+            rng.normal(size=1), np.zeros(1), [{}],
+        )  # fmt: skip
+    model.train(gradient_steps=20, batch_size=BATCH)
+    t0 = time.perf_counter()
+    model.train(gradient_steps=updates, batch_size=BATCH)
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+    ups = updates / (time.perf_counter() - t0)
+
+    model = SAC(
+        "MlpPolicy", env, batch_size=BATCH, learning_starts=warmup, train_freq=1,
+        gradient_steps=1, policy_kwargs={"net_arch": [256, 256]}, device=device, seed=0,
+    )  # fmt: skip
+    t0 = time.perf_counter()
+    model.learn(total_timesteps=warmup + steps)
+    total = time.perf_counter() - t0
+    return {"updates_per_s": ups, "train_wall_s": total, "peak_rss_mb": _peak_rss_mb()}
+
+
+def worker(args: argparse.Namespace) -> None:
+    import torch
+
+    torch.set_num_threads(args.threads)
+    if args.worker == "sb3":
+        out = bench_sb3(args.device, args.updates, args.steps, args.warmup)
+    else:
+        out = bench_roborl(args.worker, args.device, args.updates, args.steps, args.warmup)
+    out["env_steps_per_s"] = (args.warmup + args.steps) / out["train_wall_s"]
+    print(json.dumps(out))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--updates", type=int, default=500)
+    parser.add_argument("--steps", type=int, default=1500, help="env steps after the warm-up")
+    parser.add_argument("--warmup", type=int, default=500, help="random-action steps")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--algos", nargs="+", default=["sac", "dsac_t"])
+    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args)
+        return
+
+    from roborl.core.plugins import get_host
+
+    algos = [a for a in args.algos if a in get_host().registry.algorithms]
+    contenders = [*algos, "sb3"]
+    runs: dict[str, list[dict[str, Any]]] = {c: [] for c in contenders}
+    for rep in range(args.repeats):
+        for name in contenders:
+            cmd = [
+                sys.executable, __file__, "--worker", name, "--device", args.device,
+                "--threads", str(args.threads), "--updates", str(args.updates),
+                "--steps", str(args.steps), "--warmup", str(args.warmup),
+            ]  # fmt: skip
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
+            result = json.loads(proc.stdout.strip().splitlines()[-1])
+            runs[name].append(result)
+            print(f"[{rep}] {name}: {result}", file=sys.stderr)
+
+    def med(name: str, key: str) -> float:
+        return statistics.median(r[key] for r in runs[name])
+
+    summary = {}
+    for name in contenders:
+        summary[name] = {
+            key: med(name, key) for key in ("updates_per_s", "env_steps_per_s", "peak_rss_mb")
+        }
+        summary[name]["updates_per_s_ratio_to_sb3"] = med(name, "updates_per_s") / med(
+            "sb3", "updates_per_s"
+        )
+        summary[name]["env_steps_per_s_ratio_to_sb3"] = med(name, "env_steps_per_s") / med(
+            "sb3", "env_steps_per_s"
+        )
+        summary[name]["peak_rss_ratio_to_sb3"] = med(name, "peak_rss_mb") / med(
+            "sb3", "peak_rss_mb"
+        )
+    import stable_baselines3
+    import torch
+
+    report = {
+        "env": ENV_ID,
+        "batch_size": BATCH,
+        "hidden": [256, 256],
+        "utd": 1,
+        "device": args.device,
+        "torch_threads": args.threads,
+        "repeats": args.repeats,
+        "updates_timed": args.updates,
+        "env_steps": args.warmup + args.steps,
+        "warmup_steps": args.warmup,
+        "machine": {"cpu_count": __import__("os").cpu_count(), "platform": platform.platform()},
+        "versions": {
+            "torch": str(torch.__version__),
+            "stable_baselines3": stable_baselines3.__version__,
+        },
+        "summary": summary,
+        "runs": runs,
+    }
+    out = args.out or RESULTS / f"offpolicy_speed_{args.device.split(':')[0]}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()
