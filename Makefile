@@ -15,6 +15,8 @@ $(STAMP): pyproject.toml constraints.txt Makefile
 	# torch first, pinned: an unpinned torch pulls a multi-GB CUDA build.
 	$(PIP) install -q -c constraints.txt torch==2.13.0
 	$(PIP) install -q -c constraints.txt -e ".[test]"
+	# The example third-party plugin, installed the way a user installs any plugin.
+	$(PIP) install -q -c constraints.txt --no-deps -e examples/roborl-example-plugin
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -103,11 +103,13 @@ def _search_path_override(dirs: Sequence[str]) -> list[str]:
 def cmd_train(args: list[str]) -> int:
     import hydra
     from hydra.core.hydra_config import HydraConfig
-    from omegaconf import DictConfig
+    from omegaconf import DictConfig, OmegaConf
 
     from roborl.core.runner import Runner
 
     host = _host(args)
+    # `algo=sb3/sac` and `env.id=ALE/Pong-v5` must not create nested run directories.
+    OmegaConf.register_new_resolver("slug", lambda s: str(s).replace("/", "-"), replace=True)
 
     @hydra.main(config_path="../configs", config_name="config", version_base="1.3")
     def train_job(cfg: DictConfig) -> float | None:

@@ -178,6 +178,7 @@ class Runner:
             reset_policy=policy.reset,
         )
         result.update(self.normalize_scores(result))
+        result["step"] = self.step
         self.last_eval = result
         ret = result["return_mean"]
         if self.best_eval_return is None or ret > self.best_eval_return:
@@ -476,7 +477,6 @@ class Runner:
 
         if self.last_eval is None or self.last_eval.get("step") != self.step:
             self.evaluate(algo)
-            self.last_eval["step"] = self.step
         self.checkpoint(algo, buffer)
         envs.close()
         return algo

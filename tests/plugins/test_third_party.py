@@ -1,0 +1,115 @@
+"""Third-party plugins: installed from examples/, broken ones isolated, disabling by name."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "roborl-example-plugin"
+
+
+def roborl(*args: str, cwd: Path, env: dict | None = None, check: bool = True):
+    proc = subprocess.run(
+        [sys.executable, "-m", "roborl.core.cli", *args],
+        cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    if check and proc.returncode != 0:
+        raise AssertionError(proc.stderr[-3000:])
+    return proc
+
+
+@pytest.fixture(scope="module")
+def example_installed() -> None:
+    """pip-install the example plugin from its folder, as a user would."""
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "-e", str(EXAMPLE)],
+        check=True, capture_output=True, timeout=600,
+    )  # fmt: skip
+
+
+def test_example_plugin_runs_like_a_builtin(example_installed, tmp_path: Path) -> None:
+    listing = json.loads(roborl("plugins", "--json", cwd=tmp_path).stdout)
+    example = next(p for p in listing if p["name"] == "example")
+    assert example["distribution"] == "roborl-example-plugin" and example["error"] is None
+    assert example["provides"] == {"algorithms": ["example_td3"], "envs": ["ExamplePointReach-v0"]}
+
+    roborl(
+        "train", "algo=example_td3", "env=example_point_reach", "total_steps=1500",
+        "learning_starts=300", "eval_every=500", "checkpoint_every=500", "algo.hidden_sizes=[64,64]",
+        "progress=false", cwd=tmp_path,
+    )  # fmt: skip
+    (summary_path,) = tmp_path.rglob("summary.json")
+    run_dir = summary_path.parent
+    records = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    evals = [r["eval/return_mean"] for r in records if "eval/return_mean" in r]
+    assert evals[-1] > evals[0], "TD3 from the plugin should improve on the point-reach task"
+    ckpt = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)
+    assert ckpt["algo"] == "example_td3"
+    out = roborl("eval", f"checkpoint={run_dir}", "episodes=2", cwd=tmp_path).stdout
+    assert "over 2 episodes" in out
+
+
+def _fake_distribution(site: Path, dist: str, module: str, source: str) -> None:
+    """A minimal installed distribution (dist-info + entry point) on a PYTHONPATH entry."""
+    (site / f"{module}.py").write_text(source)
+    info = site / f"{dist}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[roborl.plugins]\n{module} = {module}\n")
+
+
+@pytest.fixture
+def broken_site(tmp_path: Path) -> dict[str, str]:
+    site = tmp_path / "site"
+    site.mkdir()
+    _fake_distribution(
+        site, "raises-on-import", "raises_on_import", "raise ImportError('needs libfoo')\n"
+    )
+    _fake_distribution(
+        site, "bad-signature", "bad_signature",
+        "from roborl.core.hookspecs import hookimpl\n\n"
+        "@hookimpl\ndef roborl_algorithms(registry):\n    return {}\n",
+    )  # fmt: skip
+    _fake_distribution(
+        site, "unknown-hook", "unknown_hook",
+        "from roborl.core.hookspecs import hookimpl\n\n"
+        "@hookimpl\ndef roborl_algoritms():\n    return {}\n",
+    )  # fmt: skip
+    return {"PYTHONPATH": str(site)}
+
+
+def test_broken_plugins_are_reported_and_others_load(broken_site, tmp_path: Path) -> None:
+    proc = roborl("plugins", cwd=tmp_path, env=broken_site)
+    out = proc.stdout
+    assert "raises_on_import" in out and "raises-on-import" in out and "needs libfoo" in out
+    assert "bad_signature" in out and "registry" in out
+    assert "algorithms: sac" in out, "built-ins still load"
+    check = roborl("plugins", "--check", cwd=tmp_path, env=broken_site, check=False)
+    assert check.returncode == 1
+    for name in ("raises_on_import", "bad_signature", "roborl_algoritms"):
+        assert name in check.stderr, (name, check.stderr)
+    # A run still works, with a one-line warning per broken plugin.
+    run = roborl(
+        "train", "total_steps=200", "learning_starts=100", "eval_every=200", "eval_episodes=1",
+        "algo.batch_size=32", "algo.hidden_sizes=[16,16]", "progress=false",
+        cwd=tmp_path, env=broken_site,
+    )  # fmt: skip
+    assert "warning: plugin 'raises_on_import'" in run.stderr
+
+
+def test_disable_by_name_in_config_and_environment(broken_site, tmp_path: Path) -> None:
+    env = {**broken_site, "ROBORL_DISABLE_PLUGINS": "raises_on_import,bad_signature,unknown_hook"}
+    assert roborl("plugins", "--check", cwd=tmp_path, env=env).returncode == 0
+    proc = roborl("train", "plugins.disable=[sac]", cwd=tmp_path, check=False)
+    assert proc.returncode != 0 and "unknown algorithm 'sac'" in proc.stderr
+    listing = json.loads(
+        roborl("plugins", "--json", cwd=tmp_path, env={"ROBORL_DISABLE_PLUGINS": "sac"}).stdout
+    )
+    assert next(p for p in listing if p["name"] == "sac")["disabled"] is True
