@@ -154,3 +154,6 @@ class RunConfig:
     dataset: str | None = None
     buffer_device: str | None = None
     max_episode_steps: int | None = field(default=None, metadata=rng(1, None))
+    distributed: str | None = field(
+        default=None, metadata={"help": "a plugin's training loop, e.g. ray (roborl_loops)"}
+    )

@@ -59,6 +59,13 @@ def roborl_config_dirs() -> list[str]:
 
 
 @hookspec
+def roborl_loops() -> Mapping[str, Callable[..., Any]]:
+    """Training loops by name, selected with `distributed=<name>` (e.g. ``ray``):
+    ``loop(runner, checkpoint_or_None) -> Algorithm``. The loop drives collection itself and
+    uses the runner for the algorithm, logging, evaluation and checkpoints."""
+
+
+@hookspec
 def roborl_cli_commands() -> Mapping[str, Callable[[list[str]], int]]:
     """Extra `roborl <command>` subcommands: ``fn(argv) -> exit code``."""
 
@@ -93,4 +100,5 @@ PROVIDER_HOOKS = {
     "roborl_loggers": "loggers",
     "roborl_dataset_sources": "dataset_sources",
     "roborl_cli_commands": "commands",
+    "roborl_loops": "loops",
 }

@@ -50,6 +50,7 @@ class Registry:
     loggers: dict[str, Any] = field(default_factory=dict)
     dataset_sources: dict[str, Any] = field(default_factory=dict)
     commands: dict[str, Any] = field(default_factory=dict)
+    loops: dict[str, Any] = field(default_factory=dict)
     owners: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def add(self, kind: str, name: str, obj: Any, plugin: str) -> None:
@@ -195,7 +196,7 @@ class PluginHost:
                         f"{owner}: {kind[:-1]} {name!r} is {obj!r}, not a subclass of "
                         f"{base.__module__}.{base.__name__}"
                     )
-        for kind in ("envs", "robots", "dataset_sources", "commands"):
+        for kind in ("envs", "robots", "dataset_sources", "commands", "loops"):
             for name, obj in getattr(self.registry, kind).items():
                 if not callable(obj):
                     owner = self.registry.owners[(kind, name)]

@@ -42,7 +42,7 @@ from roborl.core.run_dir import (
 from roborl.core.spaces import space_from_dict, space_to_dict
 
 RUN_KEYS = {f for f in RunConfig.__dataclass_fields__}
-SECTION_KEYS = {"algo", "env", "robot", "logger", "plugins", "hydra"}
+SECTION_KEYS = {"algo", "env", "robot", "logger", "plugins", "hydra", "ray"}
 EVAL_SEED_OFFSET = 1_000_003
 
 
@@ -282,7 +282,10 @@ class Runner:
         self.current_algo: Algorithm | None = None
         try:
             loop = self.algo_cls.loop
-            if loop == "offpolicy":
+            if self.run.distributed:
+                loop_fn = self.host.registry.get("loops", self.run.distributed)
+                algo = loop_fn(self, ckpt)
+            elif loop == "offpolicy":
                 algo = self._offpolicy(ckpt)
             elif loop == "offline":
                 algo = self._offline(ckpt)
