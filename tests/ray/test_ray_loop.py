@@ -1,0 +1,125 @@
+"""distributed=ray on a local 2-CPU Ray: SAC trains end to end from workers' transitions, and a
+worker killed mid-run (SIGKILL of its process) is replaced."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+import ray
+
+from roborl.core.hookspecs import hookimpl
+from roborl.core.plugins import PluginHost
+from roborl.core.runner import Runner
+
+BASE: dict[str, Any] = {
+    "algo": {"name": "sac", "hidden_sizes": [32, 32], "batch_size": 64},
+    "env": {"id": "InvertedPendulum-v5"},
+    "logger": {"name": "jsonl"},
+    "seed": 0,
+    "total_steps": 1200,
+    "learning_starts": 200,
+    "eval_every": 600,
+    "eval_episodes": 2,
+    "checkpoint_every": 600,
+    "log_every": 300,
+    "progress": False,
+    "distributed": "ray",
+}
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Any:
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    yield
+    ray.shutdown()
+
+
+def _host() -> PluginHost:
+    host = PluginHost()
+    host.load_entry_points()
+    return host
+
+
+def _cfg(**ray_cfg: Any) -> dict[str, Any]:
+    return {**BASE, "ray": {"num_workers": 2, "rollout_steps": 25, "sync_every": 200, **ray_cfg}}
+
+
+def test_two_workers_train_sac_and_learner_gets_their_transitions(
+    local_ray: Any, tmp_path: Path
+) -> None:
+    runner = Runner(_cfg(), tmp_path / "run", _host())
+    summary = runner.execute()
+    assert summary["status"] == "finished"
+    assert summary["steps"] == 1200
+    # utd_ratio 1: one update per received env step after learning_starts
+    assert summary["updates"] >= 1200 - 200 - 64
+    assert summary["final_eval_return"] is not None
+    stats = json.loads((tmp_path / "run" / "distributed.json").read_text())
+    per_worker = {int(i): w["transitions"] for i, w in stats["workers"].items()}
+    assert sum(per_worker.values()) == 1200
+    assert set(per_worker) == {0, 1} and all(v >= 100 for v in per_worker.values())
+    # the workers are separate processes, not the learner
+    pids = {w["pid"] for w in stats["workers"].values()}
+    assert len(pids) == 2 and os.getpid() not in pids
+    assert stats["weight_pushes"] >= 4
+    lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    sources = {r["dist/worker"] for r in lines if "train/episode_return" in r}
+    assert sources == {0, 1}
+    assert any("train/critic_loss" in r for r in lines)
+    assert (tmp_path / "run" / "checkpoints" / "last.pt").exists()
+
+
+class _KillOnce:
+    """A plugin that SIGKILLs worker 0's process once the learner has 400 steps."""
+
+    def __init__(self, runner_box: list[Runner]) -> None:
+        self.box = runner_box
+        self.killed_pid: int | None = None
+
+    @hookimpl
+    def roborl_metrics(self, step: int, metrics: Any) -> None:
+        if self.killed_pid is None and step >= 400:
+            slot = self.box[0].ray_stats.workers[0]
+            self.killed_pid = slot.pid
+            os.kill(slot.pid, signal.SIGKILL)
+
+
+def test_killed_worker_is_replaced_and_run_finishes(local_ray: Any, tmp_path: Path) -> None:
+    host = _host()
+    box: list[Runner] = []
+    killer = _KillOnce(box)
+    host.add_plugin(killer, "killer")
+    runner = Runner({**_cfg(max_restarts=1), "total_steps": 1000}, tmp_path / "run", host)
+    box.append(runner)
+    summary = runner.execute()
+    assert killer.killed_pid is not None
+    assert summary["status"] == "finished" and summary["steps"] == 1000
+    stats = json.loads((tmp_path / "run" / "distributed.json").read_text())
+    assert stats["failures"] == 1
+    w0 = stats["workers"]["0"]
+    assert w0["restarts"] == 1 and w0["alive"] and w0["pid"] != killer.killed_pid
+    assert stats["transitions_total"] == 1000
+
+
+def test_without_restarts_the_run_continues_with_fewer_workers(
+    local_ray: Any, tmp_path: Path
+) -> None:
+    host = _host()
+    box: list[Runner] = []
+    killer = _KillOnce(box)
+    host.add_plugin(killer, "killer")
+    cfg = {**_cfg(max_restarts=0), "total_steps": 800, "eval_every": 800}
+    runner = Runner(cfg, tmp_path / "run", host)
+    box.append(runner)
+    summary = runner.execute()
+    assert summary["status"] == "finished" and summary["steps"] == 800
+    stats = json.loads((tmp_path / "run" / "distributed.json").read_text())
+    assert stats["failures"] == 1
+    assert not stats["workers"]["0"]["alive"] and stats["workers"]["1"]["alive"]
+    # after the kill only worker 1 delivers
+    assert stats["workers"]["1"]["transitions"] > stats["workers"]["0"]["transitions"]
