@@ -1,0 +1,426 @@
+"""Offline datasets: one in-memory container, validated on load, D4RL-style NPZ/HDF5 on disk.
+
+Why here: offline (IQL, RIQL), safe offline (FISOR) and offline-to-online (WSRL) methods all
+consume the same thing, so core owns the container and the plain-file formats. Minari reading
+and writing lives in the datasets plugin (it needs the optional `minari` package).
+
+Layout follows D4RL: flat arrays over all transitions, `terminals` (true terminations, no
+bootstrap) and `timeouts` (time-limit truncations; the episode ends but bootstrapping stays on),
+`next_observations` stored explicitly. `costs` is optional (DSRL-style safe datasets). Metadata
+is a JSON-able dict; `reference_returns={"random": R_r, "expert": R_e}` gives D4RL-normalised
+scores, `reference_costs` the same for costs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from roborl.core.errors import DatasetError
+from roborl.core.interfaces import Batch
+
+REQUIRED_FIELDS = (
+    "observations",
+    "actions",
+    "rewards",
+    "next_observations",
+    "terminals",
+    "timeouts",
+)
+OPTIONAL_FIELDS = ("costs",)
+ALL_FIELDS = REQUIRED_FIELDS + OPTIONAL_FIELDS
+META_KEY = "__metadata__"
+
+
+@dataclass
+class OfflineDataset:
+    """Flat transition arrays plus metadata. Construct with `from_arrays` to validate."""
+
+    observations: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    next_observations: np.ndarray
+    terminals: np.ndarray
+    timeouts: np.ndarray
+    costs: np.ndarray | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    _tensors: dict[str, torch.Tensor] | None = field(default=None, repr=False, compare=False)
+
+    # -- construction and validation ---------------------------------------------------------
+
+    @classmethod
+    def from_arrays(
+        cls,
+        data: Mapping[str, Any],
+        metadata: Mapping[str, Any] | None = None,
+        source: str = "dataset",
+    ) -> OfflineDataset:
+        """Validate `data` (D4RL field names) and build a dataset; `source` names it in errors.
+
+        `timeouts` may be missing (then all zeros, as in some D4RL files); every other
+        required field must be present.
+        """
+        data = dict(data)
+        if "timeouts" not in data and "terminals" in data:
+            data["timeouts"] = np.zeros(np.shape(data["terminals"]), dtype=bool)
+        for name in REQUIRED_FIELDS:
+            if name not in data or data[name] is None:
+                raise DatasetError(
+                    f"{source}: missing field {name!r}. A D4RL-style dataset needs "
+                    f"{', '.join(REQUIRED_FIELDS)} (and optionally costs); found "
+                    f"{', '.join(sorted(k for k in data if k != META_KEY)) or 'nothing'}."
+                )
+        arrays: dict[str, np.ndarray] = {}
+        for name in ALL_FIELDS:
+            if data.get(name) is None:
+                continue
+            try:
+                arr = np.asarray(data[name])
+            except Exception as exc:
+                raise DatasetError(f"{source}: field {name!r} is not an array ({exc}).") from exc
+            arrays[name] = arr
+        n = arrays["observations"].shape[0] if arrays["observations"].ndim else 0
+        if n == 0:
+            raise DatasetError(f"{source}: field 'observations' is empty; need >= 1 transition.")
+        for name, arr in arrays.items():
+            if arr.ndim == 0 or arr.shape[0] != n:
+                got = arr.shape[0] if arr.ndim else "a scalar"
+                raise DatasetError(
+                    f"{source}: field {name!r} has length {got} but 'observations' has {n}; "
+                    "every field needs one entry per transition."
+                )
+        # shapes
+        for name in ("rewards", "terminals", "timeouts", "costs"):
+            if name in arrays:
+                arr = arrays[name]
+                if arr.ndim == 2 and arr.shape[1] == 1:
+                    arr = arrays[name] = arr[:, 0]
+                if arr.ndim != 1:
+                    raise DatasetError(
+                        f"{source}: field {name!r} has shape {arr.shape}; expected ({n},)."
+                    )
+        obs, nxt = arrays["observations"], arrays["next_observations"]
+        if obs.ndim < 2:
+            raise DatasetError(
+                f"{source}: field 'observations' has shape {obs.shape}; expected (N, obs_dim)."
+            )
+        if nxt.shape != obs.shape:
+            raise DatasetError(
+                f"{source}: field 'next_observations' has shape {nxt.shape} but "
+                f"'observations' has {obs.shape}; they must match."
+            )
+        act = arrays["actions"]
+        if act.ndim == 1:
+            act = arrays["actions"] = act[:, None]
+        if act.ndim != 2:
+            raise DatasetError(
+                f"{source}: field 'actions' has shape {act.shape}; expected (N, action_dim)."
+            )
+        # dtypes and finiteness
+        for name in ("observations", "actions", "rewards", "next_observations", "costs"):
+            if name not in arrays:
+                continue
+            arr = arrays[name]
+            if not np.issubdtype(arr.dtype, np.number) or np.issubdtype(
+                arr.dtype, np.complexfloating
+            ):
+                raise DatasetError(
+                    f"{source}: field {name!r} has dtype {arr.dtype}; expected real numbers."
+                )
+            arr = arrays[name] = arr.astype(np.float32, copy=False)
+            bad = ~np.isfinite(arr)
+            if bad.any():
+                idx = int(np.argwhere(bad.reshape(n, -1).any(axis=1))[0, 0])
+                raise DatasetError(
+                    f"{source}: field {name!r} has {int(bad.sum())} non-finite values "
+                    f"(NaN/inf), first at transition {idx}; clean or drop those transitions."
+                )
+        for name in ("terminals", "timeouts"):
+            arr = arrays[name]
+            if arr.dtype != bool:
+                if not np.issubdtype(arr.dtype, np.number) or not np.isin(arr, (0, 1)).all():
+                    raise DatasetError(
+                        f"{source}: field {name!r} must hold only 0/1 or booleans; "
+                        f"found values such as {np.unique(arr)[:5].tolist()}."
+                    )
+                arrays[name] = arr.astype(bool)
+        meta = dict(metadata or {})
+        return cls(
+            observations=arrays["observations"],
+            actions=arrays["actions"],
+            rewards=arrays["rewards"],
+            next_observations=arrays["next_observations"],
+            terminals=arrays["terminals"],
+            timeouts=arrays["timeouts"],
+            costs=arrays.get("costs"),
+            metadata=meta,
+        )
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The D4RL fields as a dict (costs only when present)."""
+        out = {name: getattr(self, name) for name in REQUIRED_FIELDS}
+        if self.costs is not None:
+            out["costs"] = self.costs
+        return out
+
+    def replace(self, **changes: Any) -> OfflineDataset:
+        """A validated copy with some fields or the metadata replaced."""
+        data: dict[str, Any] = {k: v.copy() for k, v in self.arrays().items()}
+        meta = json.loads(json.dumps(self.metadata))
+        meta.update(changes.pop("metadata", {}))
+        data.update(changes)
+        return OfflineDataset.from_arrays(data, meta)
+
+    # -- sizes and spaces --------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return int(self.observations.shape[0])
+
+    @property
+    def obs_dim(self) -> int:
+        return int(np.prod(self.observations.shape[1:]))
+
+    @property
+    def action_dim(self) -> int:
+        return int(self.actions.shape[1])
+
+    @property
+    def observation_space(self) -> gym.spaces.Box:
+        """From metadata when recorded (`observation_space` low/high), else unbounded."""
+        spec = self.metadata.get("observation_space")
+        if isinstance(spec, Mapping) and "low" in spec:
+            return gym.spaces.Box(
+                np.asarray(spec["low"], np.float32), np.asarray(spec["high"], np.float32)
+            )
+        shape = self.observations.shape[1:]
+        return gym.spaces.Box(-np.inf, np.inf, shape=shape, dtype=np.float32)
+
+    @property
+    def action_space(self) -> gym.spaces.Box:
+        """From metadata when recorded, else the data's range rounded out to [-1, 1] or wider."""
+        spec = self.metadata.get("action_space")
+        if isinstance(spec, Mapping) and "low" in spec:
+            return gym.spaces.Box(
+                np.asarray(spec["low"], np.float32), np.asarray(spec["high"], np.float32)
+            )
+        bound = max(1.0, float(np.ceil(np.abs(self.actions).max())))
+        return gym.spaces.Box(-bound, bound, shape=(self.action_dim,), dtype=np.float32)
+
+    @property
+    def reference_returns(self) -> dict[str, float]:
+        return dict(self.metadata.get("reference_returns") or {})
+
+    @property
+    def reference_costs(self) -> dict[str, float]:
+        return dict(self.metadata.get("reference_costs") or {})
+
+    @property
+    def env_id(self) -> str | None:
+        return self.metadata.get("env_id")
+
+    # -- episodes ----------------------------------------------------------------------------
+
+    def episode_ends(self) -> np.ndarray:
+        """Index one past the last transition of each episode (terminal, timeout or end)."""
+        done = self.terminals | self.timeouts
+        # A break in continuity also ends an episode (D4RL files without timeouts).
+        if len(self) > 1:
+            gap = np.any(
+                self.next_observations[:-1].reshape(len(self) - 1, -1)
+                != self.observations[1:].reshape(len(self) - 1, -1),
+                axis=1,
+            )
+            done = done.copy()
+            done[:-1] |= gap
+        ends = np.flatnonzero(done) + 1
+        if len(ends) == 0 or ends[-1] != len(self):
+            ends = np.append(ends, len(self))
+        return ends
+
+    def episodes(self) -> Iterator[slice]:
+        """Slices of consecutive transitions, one per episode."""
+        start = 0
+        for end in self.episode_ends():
+            yield slice(start, int(end))
+            start = int(end)
+
+    def episode_returns(self) -> np.ndarray:
+        ends = self.episode_ends()
+        sums = np.add.reduceat(self.rewards.astype(np.float64), np.r_[0, ends[:-1]])
+        return sums
+
+    def episode_costs(self) -> np.ndarray | None:
+        if self.costs is None:
+            return None
+        ends = self.episode_ends()
+        return np.add.reduceat(self.costs.astype(np.float64), np.r_[0, ends[:-1]])
+
+    def episode_lengths(self) -> np.ndarray:
+        return np.diff(np.r_[0, self.episode_ends()])
+
+    # -- sampling ----------------------------------------------------------------------------
+
+    def to(self, device: str | torch.device = "cpu") -> OfflineDataset:
+        """Cache the arrays as tensors on `device` (sampling then indexes without copies)."""
+        t = {
+            "obs": torch.as_tensor(self.observations, device=device),
+            "actions": torch.as_tensor(self.actions, device=device),
+            "rewards": torch.as_tensor(self.rewards, device=device),
+            "next_obs": torch.as_tensor(self.next_observations, device=device),
+            "terminated": torch.as_tensor(self.terminals.astype(np.float32), device=device),
+        }
+        if self.costs is not None:
+            t["costs"] = torch.as_tensor(self.costs, device=device)
+        self._tensors = t
+        return self
+
+    def invalidate(self) -> None:
+        """Drop cached tensors after modifying arrays in place (e.g. reward scaling)."""
+        self._tensors = None
+
+    def sample(self, batch_size: int, generator: torch.Generator | None = None) -> Batch:
+        """A uniform minibatch (with replacement) as a `Batch` of tensors."""
+        if self._tensors is None:
+            self.to("cpu")
+        t = self._tensors
+        assert t is not None
+        idx = torch.randint(len(self), (batch_size,), generator=generator)
+        idx = idx.to(t["obs"].device)
+        return Batch(
+            obs=t["obs"][idx],
+            actions=t["actions"][idx],
+            rewards=t["rewards"][idx],
+            next_obs=t["next_obs"][idx],
+            terminated=t["terminated"][idx],
+            costs=t["costs"][idx] if "costs" in t else None,
+        )
+
+    # -- summary -----------------------------------------------------------------------------
+
+    def info(self) -> dict[str, Any]:
+        """Sizes, fields and episode statistics (for `roborl dataset info`)."""
+        rets = self.episode_returns()
+        out: dict[str, Any] = {
+            "transitions": len(self),
+            "episodes": len(rets),
+            "obs_shape": list(self.observations.shape[1:]),
+            "action_dim": self.action_dim,
+            "fields": list(self.arrays()),
+            "terminals": int(self.terminals.sum()),
+            "timeouts": int(self.timeouts.sum()),
+            "return_mean": float(rets.mean()),
+            "return_std": float(rets.std()),
+            "return_min": float(rets.min()),
+            "return_max": float(rets.max()),
+            "length_mean": float(self.episode_lengths().mean()),
+        }
+        costs = self.episode_costs()
+        if costs is not None:
+            out["cost_mean"] = float(costs.mean())
+            out["cost_max"] = float(costs.max())
+        out["metadata"] = self.metadata
+        return out
+
+    # -- files -------------------------------------------------------------------------------
+
+    def save(self, path: str | Path) -> Path:
+        """Write `.npz` or `.hdf5`/`.h5` atomically (temp file in the same folder + rename)."""
+        path = Path(path)
+        suffix = path.suffix.lower()
+        if suffix not in (".npz", ".hdf5", ".h5"):
+            raise DatasetError(
+                f"cannot write dataset to {str(path)!r}: unknown extension {suffix!r}; "
+                "use .npz or .hdf5 (Minari datasets: `roborl dataset collect format=minari`)."
+            )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
+        os.close(fd)
+        try:
+            if suffix == ".npz":
+                with open(tmp, "wb") as f:
+                    np.savez_compressed(
+                        f, **self.arrays(), **{META_KEY: np.array(json.dumps(self.metadata))}
+                    )
+            else:
+                import h5py
+
+                with h5py.File(tmp, "w") as f:
+                    for name, arr in self.arrays().items():
+                        f.create_dataset(name, data=arr, compression="gzip")
+                    f.attrs["roborl_metadata"] = json.dumps(self.metadata)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        return path
+
+
+def load_npz(path: str | Path) -> OfflineDataset:
+    """Read a D4RL-style `.npz` (roborl's metadata in `__metadata__` when present)."""
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetError(f"dataset file {str(path)!r} does not exist.")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            data = {k: z[k] for k in z.files}
+    except Exception as exc:
+        raise DatasetError(f"{str(path)!r} is not a readable .npz file ({exc}).") from exc
+    meta: dict[str, Any] = {}
+    if META_KEY in data:
+        meta = json.loads(str(data.pop(META_KEY)))
+    return OfflineDataset.from_arrays(data, meta, source=str(path))
+
+
+def load_hdf5(path: str | Path) -> OfflineDataset:
+    """Read a D4RL-style `.hdf5` (top-level datasets named like D4RL's fields)."""
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetError(f"dataset file {str(path)!r} does not exist.")
+    try:
+        import h5py
+    except ImportError as exc:
+        raise DatasetError(
+            f"reading {str(path)!r} needs h5py: pip install 'roborl[datasets]' or h5py."
+        ) from exc
+    try:
+        with h5py.File(path, "r") as f:
+            data = {k: f[k][()] for k in ALL_FIELDS if k in f and isinstance(f[k], h5py.Dataset)}
+            raw = f.attrs.get("roborl_metadata")
+            meta = json.loads(raw) if raw is not None else {}
+    except DatasetError:
+        raise
+    except Exception as exc:
+        raise DatasetError(f"{str(path)!r} is not a readable HDF5 file ({exc}).") from exc
+    return OfflineDataset.from_arrays(data, meta, source=str(path))
+
+
+def load_file(path: str | Path) -> OfflineDataset:
+    """Load `.npz` or `.hdf5`/`.h5` by extension."""
+    suffix = Path(path).suffix.lower()
+    if suffix == ".npz":
+        return load_npz(path)
+    if suffix in (".hdf5", ".h5"):
+        return load_hdf5(path)
+    raise DatasetError(
+        f"unknown dataset file type {suffix!r} for {str(path)!r}; accepted: .npz, .hdf5, .h5, "
+        "or a Minari dataset directory / id."
+    )
+
+
+def normalized_score(ret: float, reference_returns: Mapping[str, float]) -> float | None:
+    """D4RL normalisation: 100 * (R - R_random) / (R_expert - R_random)."""
+    lo, hi = reference_returns.get("random"), reference_returns.get("expert")
+    if lo is None or hi is None or hi == lo:
+        return None
+    return 100.0 * (float(ret) - float(lo)) / (float(hi) - float(lo))
