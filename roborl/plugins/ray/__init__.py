@@ -20,6 +20,17 @@ def _ray_loop(runner: Any, ckpt: Any) -> Any:
     return ray_loop(runner, ckpt)
 
 
+def _cmd_tune(argv: list[str]) -> int:
+    from roborl.plugins.ray.sweep import main
+
+    return main(argv)
+
+
+@hookimpl
+def roborl_cli_commands() -> dict[str, Callable[[list[str]], int]]:
+    return {"tune": _cmd_tune}
+
+
 @hookimpl
 def roborl_loops() -> dict[str, Callable[..., Any]]:
     return {"ray": _ray_loop}
