@@ -252,11 +252,16 @@ def ray_loop(runner: Any, ckpt: Mapping[str, Any] | None) -> Any:
     cfg = dict(runner.cfg)
     cfg.pop("hydra", None)
 
-    def spawn(slot: WorkerSlot) -> None:
-        seed = run.seed + WORKER_SEED_STRIDE * (slot.index + 1) + 97 * slot.restarts + runner.step
-        slot.actor = actor_cls.remote(cfg, slot.index, seed, rc.envs_per_worker)
-        slot.pid = ray.get(slot.actor.pid.remote())
-        slot.version = -1
+    def spawn(slots: list[WorkerSlot]) -> None:
+        """Start actors together (their start-up, mostly imports, overlaps), then wait."""
+        for slot in slots:
+            seed = run.seed + WORKER_SEED_STRIDE * (slot.index + 1) + 97 * slot.restarts
+            seed += runner.step
+            slot.actor = actor_cls.remote(cfg, slot.index, seed, rc.envs_per_worker)
+            slot.version = -1
+        pids = ray.get([slot.actor.pid.remote() for slot in slots])
+        for slot, pid in zip(slots, pids):
+            slot.pid = pid
 
     version, weights_ref = 0, ray.put(_to_cpu(algo.state_dict()))
     pending: dict[Any, int] = {}
@@ -273,9 +278,8 @@ def ray_loop(runner: Any, ckpt: Mapping[str, Any] | None) -> Any:
         pending[ref] = slot.index
 
     try:
-        for i in range(rc.num_workers):
-            stats.workers[i] = WorkerSlot(index=i)
-            spawn(stats.workers[i])
+        stats.workers = {i: WorkerSlot(index=i) for i in range(rc.num_workers)}
+        spawn(list(stats.workers.values()))
         for slot in stats.workers.values():
             submit(slot)
         next_eval = (runner.step // run.eval_every + 1) * run.eval_every
@@ -297,7 +301,7 @@ def ray_loop(runner: Any, ckpt: Mapping[str, Any] | None) -> Any:
                 runner.log({"dist/worker_failures": stats.failures, "dist/worker": slot.index})
                 if slot.restarts < rc.max_restarts:
                     slot.restarts += 1
-                    spawn(slot)
+                    spawn([slot])
                     submit(slot)
                 else:
                     slot.alive = False
