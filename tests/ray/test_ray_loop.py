@@ -123,3 +123,18 @@ def test_without_restarts_the_run_continues_with_fewer_workers(
     assert not stats["workers"]["0"]["alive"] and stats["workers"]["1"]["alive"]
     # after the kill only worker 1 delivers
     assert stats["workers"]["1"]["transitions"] > stats["workers"]["0"]["transitions"]
+
+
+def test_unknown_distributed_loop_is_a_clear_error(tmp_path: Path) -> None:
+    from roborl.core.errors import ConfigError
+
+    cfg = {**_cfg(), "distributed": "rayy"}
+    with pytest.raises(ConfigError, match=r"unknown loop 'rayy'.*ray"):
+        Runner(cfg, tmp_path / "run", _host()).execute()
+
+
+def test_bad_ray_option_names_the_key(tmp_path: Path) -> None:
+    from roborl.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"ray\.num_wrkers"):
+        Runner({**BASE, "ray": {"num_wrkers": 2}}, tmp_path / "run", _host()).execute()
