@@ -1,0 +1,25 @@
+"""Dataset sources (D4RL-style NPZ/HDF5, Minari) and the `roborl dataset` command."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from roborl.core.hookspecs import hookimpl
+from roborl.plugins.datasets.sources import load_hdf5_source, load_minari_source, load_npz_source
+
+
+def _cmd_dataset(argv: list[str]) -> int:
+    from roborl.plugins.datasets.cli import main
+
+    return main(argv)
+
+
+@hookimpl
+def roborl_dataset_sources() -> dict[str, Any]:
+    return {"npz": load_npz_source, "hdf5": load_hdf5_source, "minari": load_minari_source}
+
+
+@hookimpl
+def roborl_cli_commands() -> dict[str, Callable[[list[str]], int]]:
+    return {"dataset": _cmd_dataset}

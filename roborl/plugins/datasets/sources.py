@@ -1,0 +1,156 @@
+"""Loaders the runner asks in turn (`loader.accepts(path)` then `loader(path)`).
+
+Minari: a dataset id (`mujoco/hopper/medium-v0`, resolved under `$MINARI_DATASETS_PATH` or
+`~/.minari/datasets`) or a Minari dataset directory. roborl's own metadata (reference returns,
+corruption record) sits beside Minari's in `roborl_metadata.json`; for Minari datasets that
+lack it, Minari's `ref_min_score`/`ref_max_score` become the reference returns.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from roborl.core.datasets import OfflineDataset, load_hdf5, load_npz
+from roborl.core.errors import DatasetError
+
+ROBORL_META = "roborl_metadata.json"
+
+
+def load_npz_source(path: str) -> OfflineDataset:
+    return load_npz(path)
+
+
+load_npz_source.accepts = lambda p: str(p).lower().endswith(".npz")  # type: ignore[attr-defined]
+
+
+def load_hdf5_source(path: str) -> OfflineDataset:
+    return load_hdf5(path)
+
+
+load_hdf5_source.accepts = lambda p: str(p).lower().endswith((".hdf5", ".h5"))  # type: ignore[attr-defined]
+
+
+def minari_root() -> Path:
+    return Path(os.environ.get("MINARI_DATASETS_PATH") or Path.home() / ".minari" / "datasets")
+
+
+def _minari_dir(path: str) -> Path | None:
+    p = Path(path)
+    if (p / "data" / "metadata.json").is_file():
+        return p
+    q = minari_root() / path
+    if (q / "data" / "metadata.json").is_file():
+        return q
+    return None
+
+
+def _accepts_minari(path: str) -> bool:
+    return _minari_dir(str(path)) is not None
+
+
+def load_minari_source(path: str) -> OfflineDataset:
+    """Flatten a Minari dataset's episodes into D4RL-style transition arrays."""
+    root = _minari_dir(path)
+    if root is None:
+        raise DatasetError(
+            f"{path!r} is not a Minari dataset directory or a dataset id under "
+            f"{str(minari_root())!r} (set MINARI_DATASETS_PATH, or `minari download ID`)."
+        )
+    try:
+        from minari.dataset.minari_dataset import MinariDataset
+    except ImportError as exc:
+        raise DatasetError(
+            "reading Minari datasets needs `pip install 'minari[hdf5]'` (roborl[datasets])."
+        ) from exc
+    ds = MinariDataset(str(root / "data"))
+    obs, nxt, act, rew, term, trunc, costs = [], [], [], [], [], [], []
+    for ep in ds.iterate_episodes():
+        o = np.asarray(ep.observations)
+        if o.dtype == object or isinstance(ep.observations, dict):
+            raise DatasetError(f"{path!r}: dict observations are not supported; flatten them.")
+        obs.append(o[:-1])
+        nxt.append(o[1:])
+        act.append(np.asarray(ep.actions))
+        rew.append(np.asarray(ep.rewards))
+        term.append(np.asarray(ep.terminations))
+        trunc.append(np.asarray(ep.truncations))
+        infos = ep.infos or {}
+        if "cost" in infos:
+            costs.append(np.asarray(infos["cost"])[-len(ep.rewards) :])
+    data: dict[str, Any] = {
+        "observations": np.concatenate(obs),
+        "next_observations": np.concatenate(nxt),
+        "actions": np.concatenate(act),
+        "rewards": np.concatenate(rew),
+        "terminals": np.concatenate(term),
+        "timeouts": np.concatenate(trunc),
+    }
+    if costs and len(costs) == len(obs):
+        data["costs"] = np.concatenate(costs)
+    # Every episode ends: mark the last step of truncated-but-unflagged episodes as timeout.
+    meta: dict[str, Any] = {"source": "minari", "minari_id": ds.spec.dataset_id}
+    side = root / ROBORL_META
+    if side.is_file():
+        meta.update(json.loads(side.read_text()))
+    else:
+        lo, hi = ds.spec.ref_min_score, ds.spec.ref_max_score
+        if lo is not None and hi is not None:
+            meta["reference_returns"] = {"random": float(lo), "expert": float(hi)}
+        env_spec = ds.spec.env_spec
+        if env_spec is not None:
+            meta["env_id"] = env_spec.id
+    return OfflineDataset.from_arrays(data, meta, source=str(path))
+
+
+load_minari_source.accepts = _accepts_minari  # type: ignore[attr-defined]
+
+
+def save_minari(dataset: OfflineDataset, dataset_id: str, env: Any = None) -> Path:
+    """Write `dataset` as a Minari dataset (`minari.create_dataset_from_buffers`)."""
+    import minari
+
+    buffers = []
+    for sl in dataset.episodes():
+        o = dataset.observations[sl]
+        obs = np.concatenate([o, dataset.next_observations[sl][-1:]], 0)
+        ep: dict[str, Any] = {
+            "observations": obs,
+            "actions": dataset.actions[sl],
+            "rewards": dataset.rewards[sl],
+            "terminations": dataset.terminals[sl],
+            "truncations": dataset.timeouts[sl].copy(),
+        }
+        if not (ep["terminations"][-1] or ep["truncations"][-1]):
+            ep["truncations"][-1] = True
+        if dataset.costs is not None:
+            ep["infos"] = {"cost": np.r_[0.0, dataset.costs[sl]].astype(np.float32)}
+        buffers.append(ep)
+    kwargs: dict[str, Any] = {}
+    if env is not None:
+        kwargs["env"] = env
+    else:
+        kwargs["observation_space"] = dataset.observation_space
+        kwargs["action_space"] = dataset.action_space
+    if (minari_root() / dataset_id).exists():
+        raise DatasetError(
+            f"Minari dataset {dataset_id!r} already exists under {str(minari_root())!r}; "
+            "pick another id or delete it (`minari delete ID`)."
+        )
+    ds = minari.create_dataset_from_buffers(
+        dataset_id=dataset_id,
+        buffer=buffers,
+        algorithm_name=str(dataset.metadata.get("policy", "roborl")),
+        author="roborl",
+        description=json.dumps(dataset.metadata)[:2000],
+        **kwargs,
+    )
+    root = minari_root() / ds.spec.dataset_id
+    tmp = root / (ROBORL_META + ".tmp")
+    tmp.write_text(json.dumps(dataset.metadata))
+    os.replace(tmp, root / ROBORL_META)
+    return root
