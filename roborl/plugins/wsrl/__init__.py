@@ -1,0 +1,11 @@
+"""WSRL plugin: offline-to-online fine-tuning without retaining offline data (Zhou et al., 2025)."""
+
+from __future__ import annotations
+
+from roborl.core.hookspecs import hookimpl
+from roborl.plugins.wsrl.wsrl import WSRL
+
+
+@hookimpl
+def roborl_algorithms() -> dict[str, type]:
+    return {"wsrl": WSRL}
