@@ -1,0 +1,34 @@
+"""Real robots through ROS 2: driver, transports (rclpy or plain DDS), safety layer, nodes.
+
+Registers the `ros2` robot (`robot=ros2`), the `sim-robot` and `deploy` commands, and the
+`robot/` Hydra config group. Heavy imports (cyclonedds, mujoco) happen only when used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from roborl.core.hookspecs import hookimpl
+
+
+def _make_ros2(robot_cfg: Any) -> Any:
+    from roborl.robots.env import make_robot_env
+
+    return make_robot_env(robot_cfg)
+
+
+@hookimpl
+def roborl_robots() -> dict[str, Any]:
+    return {"ros2": _make_ros2}
+
+
+@hookimpl
+def roborl_cli_commands() -> dict[str, Any]:
+    from roborl.robots.nodes import deploy_cmd, sim_robot_cmd
+
+    return {"sim-robot": sim_robot_cmd, "deploy": deploy_cmd}
+
+
+@hookimpl
+def roborl_config_dirs() -> list[str]:
+    return ["pkg://roborl.robots.configs"]

@@ -1,0 +1,170 @@
+"""A real robot as a `gymnasium.Env`: a `RobotDriver` behind the safety layer.
+
+`step` waits for the next control tick (fixed rate), filters the action through the safety
+layer, commands the robot, then reads the newest state. A watchdog hold truncates the episode;
+a latched e-stop raises `RobotError` until `reset_estop()`. Reward is task-specific and real
+robots rarely report it, so the config picks a simple one (`alive`: 1 per step) and an optional
+termination bound on one observed joint (`terminate: {joint: hinge, abs_above: 0.2}`).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from roborl.core.errors import ConfigError, RobotError
+from roborl.robots import msgs
+from roborl.robots.driver import Ros2Driver
+from roborl.robots.safety import SafetyConfig, SafetyLayer
+
+log = logging.getLogger("roborl.robots.env")
+
+
+class RobotEnv(gym.Env):
+    metadata = {"render_modes": []}
+
+    def __init__(self, cfg: Mapping[str, Any], driver: Ros2Driver | None = None) -> None:
+        self.cfg = dict(cfg)
+        self.driver = driver or Ros2Driver(self.cfg)
+        self.rate_hz = float(self.cfg.get("rate_hz", 50.0))
+        if self.rate_hz <= 0:
+            raise ConfigError(f"robot.rate_hz={self.rate_hz} must be > 0.")
+        self.period = 1.0 / self.rate_hz
+        s = dict(self.cfg.get("safety") or {})
+        n_cmd = len(self.driver.command_joints)
+        low = s.get("low", [-1.0] * n_cmd)
+        high = s.get("high", [1.0] * n_cmd)
+        self.safety = SafetyLayer(
+            SafetyConfig(
+                low=[float(x) for x in low],
+                high=[float(x) for x in high],
+                max_delta=s.get("max_delta"),
+                max_state_age_s=float(s.get("max_state_age_s", 0.25)),
+                max_policy_time_s=float(s.get("max_policy_time_s", 0.5)),
+                hold=s.get("hold", "zero"),
+            )
+        )
+        if len(low) != n_cmd:
+            raise ConfigError(
+                f"robot.safety.low/high have {len(low)} entries for {n_cmd} commanded joints "
+                f"{self.driver.command_joints}."
+            )
+        self.action_space = gym.spaces.Box(
+            np.asarray(low, np.float32), np.asarray(high, np.float32), dtype=np.float32
+        )
+        n_obs = len(self.driver.joints) * len(self.driver.fields)
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (n_obs,), np.float64)
+        self.max_episode_steps = int(self.cfg.get("max_episode_steps", 1000))
+        term = self.cfg.get("terminate") or {}
+        self._term_idx = None
+        if term:
+            joint = term.get("joint")
+            if joint not in self.driver.joints:
+                raise ConfigError(
+                    f"robot.terminate.joint={joint!r} is not in robot.joints {self.driver.joints}."
+                )
+            self._term_idx = self.driver.joints.index(joint)
+            self._term_bound = float(term.get("abs_above", np.inf))
+        self.reset_cfg = dict(self.cfg.get("reset") or {"mode": "wait", "wait_s": 0.0})
+        self.driver.on_estop(self.safety.trigger_estop)
+        self.driver.connect(float(self.cfg.get("connect_timeout_s", 10.0)))
+        self._reset_pub = None
+        if self.reset_cfg.get("mode") == "topic":
+            self._reset_pub = self.driver._transport.publisher(
+                self.reset_cfg.get("topic", "/sim_robot/reset"), msgs.Bool
+            )
+        self._next_tick = time.monotonic()
+        self._steps = 0
+        self.last_latency_s = 0.0
+
+    def _wait_tick(self) -> None:
+        self._next_tick += self.period
+        delay = self._next_tick - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        else:
+            self._next_tick = time.monotonic()
+
+    def _fresh_obs(self, after: float, timeout_s: float) -> np.ndarray:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            obs, age = self.driver.observation()
+            if time.monotonic() - age >= after:
+                return obs
+            if time.monotonic() > deadline:
+                raise RobotError(
+                    f"robot sent no fresh JointState within {timeout_s}s after reset "
+                    f"(last error: {self.driver.last_error})."
+                )
+            time.sleep(0.002)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple:
+        super().reset(seed=seed)
+        if self.safety.estopped:
+            raise RobotError(
+                f"e-stop is latched ({self.safety.estop_cause}); call reset_estop() after the "
+                "operator has cleared the robot."
+            )
+        self.driver.stop()
+        mode = self.reset_cfg.get("mode", "wait")
+        if mode == "topic" and self._reset_pub is not None:
+            self._reset_pub(msgs.Bool(data=True))
+        elif mode == "operator":
+            input("roborl: reset the robot, then press Enter ")
+        elif mode not in ("wait", "topic"):
+            raise ConfigError(f"robot.reset.mode={mode!r}: accepted are wait, topic, operator.")
+        time.sleep(float(self.reset_cfg.get("wait_s", 0.05)))
+        obs = self._fresh_obs(time.monotonic(), float(self.cfg.get("connect_timeout_s", 10.0)))
+        self._steps = 0
+        self._next_tick = time.monotonic()
+        return obs, {}
+
+    def step(self, action: np.ndarray) -> tuple:
+        self._wait_tick()
+        obs, age = self.driver.observation()
+        decision = self.safety.filter(action, age)
+        if decision is None:
+            raise RobotError(f"e-stop latched ({self.safety.estop_cause}): no commands are sent.")
+        self.driver.command(decision.command)
+        self.last_latency_s = age
+        self._steps += 1
+        obs, age = self.driver.observation()
+        terminated = bool(
+            self._term_idx is not None and abs(obs[self._term_idx]) > self._term_bound
+        )
+        truncated = decision.watchdog or self._steps >= self.max_episode_steps
+        info = {"held": decision.held, "safety_cause": decision.cause, "state_age_s": age}
+        return obs, 1.0, terminated, truncated, info
+
+    def reset_estop(self) -> None:
+        self.safety.reset_estop()
+
+    def close(self) -> None:
+        self.driver.stop()
+        self.driver.close()
+
+
+def make_robot_env(cfg: Mapping[str, Any]) -> gym.Env:
+    """Factory registered as `roborl_robots["ros2"]`; Ctrl-C latches the e-stop first."""
+    env = RobotEnv(cfg)
+    previous = signal.getsignal(signal.SIGINT)
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        env.safety.trigger_estop("Ctrl-C")
+        env.driver.stop()
+        if callable(previous):
+            previous(signum, frame)
+        else:
+            raise KeyboardInterrupt
+
+    try:
+        signal.signal(signal.SIGINT, on_sigint)
+    except ValueError:  # not the main thread
+        pass
+    return env

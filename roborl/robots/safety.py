@@ -1,0 +1,136 @@
+"""The safety layer: the only path from a policy's action to a robot's command.
+
+Clamps to per-joint limits, limits the change per step, rejects NaN/inf (holds instead), runs a
+watchdog on stale state and late policy output, and keeps a latched e-stop that only an explicit
+`reset_estop()` clears. Every intervention is logged with its cause and counted.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+log = logging.getLogger("roborl.robots.safety")
+
+
+@dataclass
+class SafetyConfig:
+    low: list[float]
+    high: list[float]
+    max_delta: float | None = None  # per control step, per joint; None: no rate limit
+    max_state_age_s: float = 0.25  # watchdog on stale observations
+    max_policy_time_s: float = 0.5  # watchdog on late policy output
+    hold: str = "zero"  # "zero" (effort/velocity control) or "last" (position control)
+
+    def __post_init__(self) -> None:
+        from roborl.core.errors import ConfigError
+
+        if len(self.low) != len(self.high) or not self.low:
+            raise ConfigError(
+                f"safety limits low={self.low} and high={self.high} must be non-empty and of "
+                "equal length (one per commanded joint)."
+            )
+        if any(lo > hi for lo, hi in zip(self.low, self.high)):
+            raise ConfigError(
+                f"safety limits need low <= high per joint, got {self.low}/{self.high}"
+            )
+        if self.hold not in ("zero", "last"):
+            raise ConfigError(f"safety.hold={self.hold!r}: accepted are 'zero' and 'last'.")
+
+
+@dataclass
+class Decision:
+    """What the safety layer lets through: a command to send, or a hold and why."""
+
+    command: np.ndarray
+    held: bool
+    cause: str | None = None
+    watchdog: bool = False
+
+
+@dataclass
+class SafetyLayer:
+    config: SafetyConfig
+    interventions: Counter = field(default_factory=Counter)
+
+    def __post_init__(self) -> None:
+        self.low = np.asarray(self.config.low, dtype=np.float64)
+        self.high = np.asarray(self.config.high, dtype=np.float64)
+        self._last = np.clip(np.zeros_like(self.low), self.low, self.high)
+        self._estop = threading.Event()
+        self.estop_cause: str | None = None
+
+    # -- e-stop ---------------------------------------------------------------------------
+    def trigger_estop(self, cause: str) -> None:
+        """Latch the e-stop (thread-safe; called from transport callbacks and signal handlers)."""
+        if not self._estop.is_set():
+            self.estop_cause = cause
+            self._estop.set()
+            self._note("estop", cause)
+
+    @property
+    def estopped(self) -> bool:
+        return self._estop.is_set()
+
+    def reset_estop(self) -> None:
+        """The explicit operator action that clears a latched e-stop."""
+        log.warning("e-stop reset by operator (was: %s)", self.estop_cause)
+        self.estop_cause = None
+        self._estop.clear()
+
+    # -- commands -------------------------------------------------------------------------
+    def hold_command(self) -> np.ndarray:
+        if self.config.hold == "last":
+            return self._last.copy()
+        return np.clip(np.zeros_like(self.low), self.low, self.high)
+
+    def _note(self, kind: str, cause: str) -> None:
+        self.interventions[kind] += 1
+        log.warning("safety intervention [%s]: %s", kind, cause)
+
+    def filter(
+        self, action: np.ndarray, state_age_s: float, policy_time_s: float = 0.0
+    ) -> Decision | None:
+        """Turn a policy action into a command; None means "send nothing" (e-stop latched)."""
+        if self.estopped:
+            return None
+        if state_age_s > self.config.max_state_age_s:
+            cause = f"state is {state_age_s:.3f}s old (> {self.config.max_state_age_s}s)"
+            self._note("watchdog_state", cause)
+            return Decision(self.hold_command(), True, cause, watchdog=True)
+        if policy_time_s > self.config.max_policy_time_s:
+            cause = f"policy took {policy_time_s:.3f}s (> {self.config.max_policy_time_s}s)"
+            self._note("watchdog_policy", cause)
+            return Decision(self.hold_command(), True, cause, watchdog=True)
+        a = np.asarray(action, dtype=np.float64).reshape(-1)
+        if a.shape != self.low.shape:
+            cause = f"action has shape {a.shape}, robot expects ({self.low.size},)"
+            self._note("bad_shape", cause)
+            return Decision(self.hold_command(), True, cause)
+        if not np.all(np.isfinite(a)):
+            cause = f"non-finite action {a.tolist()}"
+            self._note("nonfinite", cause)
+            return Decision(self.hold_command(), True, cause)
+        cause = None
+        clipped = np.clip(a, self.low, self.high)
+        if not np.array_equal(clipped, a):
+            self.interventions["clamp"] += 1
+            log.debug("clamped %s to %s", a, clipped)
+            cause = "clamped to joint limits"
+        if self.config.max_delta is not None:
+            d = self.config.max_delta
+            limited = np.clip(clipped, self._last - d, self._last + d)
+            if not np.array_equal(limited, clipped):
+                self.interventions["rate_limit"] += 1
+                cause = "rate limited"
+            clipped = limited
+        self._last = clipped
+        return Decision(clipped.copy(), False, cause)
+
+    def stamp(self) -> float:
+        return time.monotonic()

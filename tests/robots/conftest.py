@@ -1,0 +1,152 @@
+"""Shared fixtures for the ROS 2 bridge tests: a loopback-only DDS config, unique domain ids,
+node processes, and a scripted SAC checkpoint that balances InvertedPendulum."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+LOOPBACK = (
+    '<CycloneDDS><Domain><General><Interfaces><NetworkInterface address="127.0.0.1"/>'
+    "</Interfaces><AllowMulticast>false</AllowMulticast></General><Discovery><Peers>"
+    '<Peer address="127.0.0.1"/></Peers><ParticipantIndex>auto</ParticipantIndex>'
+    "<MaxAutoParticipantIndex>64</MaxAutoParticipantIndex></Discovery></Domain></CycloneDDS>"
+)
+# Per-process base so parallel helpers' suites (and our own tests) never share a domain.
+_IDS = itertools.count(100 + (os.getpid() % 50) * 2)
+GAINS = [0.5, 5.0, 0.5, 1.0]  # a linear balance controller for [x, theta, xdot, thetadot]
+
+
+@pytest.fixture
+def ros_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Environment for this test's processes: own ROS_DOMAIN_ID, loopback-only Cyclone."""
+    domain = str(next(_IDS) % 200 + 1)
+    monkeypatch.setenv("ROS_DOMAIN_ID", domain)
+    monkeypatch.setenv("CYCLONEDDS_URI", LOOPBACK)
+    env = dict(os.environ)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class Node:
+    """A roborl node process whose JSON stdout events are collected by a thread."""
+
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "roborl.core.cli", *args],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.events: list[dict] = []
+        self.stderr = ""
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            try:
+                self.events.append({**json.loads(line), "_t": time.monotonic()})
+            except json.JSONDecodeError:
+                pass
+
+    def wait_event(self, name: str, timeout: float) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for e in self.events:
+                if e.get("event") == name:
+                    return e
+            if self.proc.poll() is not None and not any(
+                e.get("event") == name for e in self.events
+            ):
+                time.sleep(0.2)
+                break
+            time.sleep(0.05)
+        for e in self.events:
+            if e.get("event") == name:
+                return e
+        raise AssertionError(f"no {name!r} event; events={self.events} stderr={self.finish()}")
+
+    def finish(self, timeout: float = 30.0) -> str:
+        try:
+            _, err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+        self.stderr += err or ""
+        return self.stderr
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.finish()
+
+
+@pytest.fixture
+def nodes():
+    started: list[Node] = []
+
+    def start(args: list[str], env: dict[str, str]) -> Node:
+        node = Node(args, env)
+        started.append(node)
+        return node
+
+    yield start
+    for node in started:
+        node.stop()
+
+
+@pytest.fixture(scope="session")
+def balance_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SAC checkpoint whose actor is a scripted linear balance controller.
+
+    Written through the real SAC plugin and the core checkpoint format, so `deploy` loads it
+    with `algorithm_from_checkpoint` exactly like a trained one. The 2-unit ReLU layers carry
+    +k.x and -k.x; the head outputs their difference, so the deterministic action is
+    3*tanh(k.x) (the env's action range is [-3, 3]).
+    """
+    import gymnasium as gym
+
+    from roborl.core.checkpoint import save_checkpoint
+    from roborl.core.config import config_to_dict
+    from roborl.core.plugins import get_host
+    from roborl.core.runner import build_algorithm
+    from roborl.core.spaces import space_to_dict
+
+    host = get_host()
+    obs_space = gym.spaces.Box(-np.inf, np.inf, (4,), np.float64)
+    act_space = gym.spaces.Box(-3.0, 3.0, (1,), np.float32)
+    algo = build_algorithm(
+        host, {"name": "sac", "hidden_sizes": [2, 2]}, obs_space, act_space, "cpu"
+    )
+    k = torch.tensor(GAINS)
+    with torch.no_grad():
+        layers = [m for m in algo.actor.modules() if isinstance(m, torch.nn.Linear)]
+        first, second, head = layers[0], layers[1], layers[-1]
+        first.weight.copy_(torch.stack([k, -k]))
+        first.bias.zero_()
+        second.weight.copy_(torch.eye(2))
+        second.bias.zero_()
+        head.weight.zero_()
+        head.bias.zero_()
+        head.weight[0, 0], head.weight[0, 1] = 1.0, -1.0
+    payload = {
+        "algo": "sac",
+        "algo_config": config_to_dict(algo.config),
+        "observation_space": space_to_dict(obs_space),
+        "action_space": space_to_dict(act_space),
+        "state": algo.state_dict(),
+    }
+    path = tmp_path_factory.mktemp("ckpt") / "balance.pt"
+    save_checkpoint(path, payload)
+    return path
