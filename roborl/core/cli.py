@@ -81,6 +81,8 @@ def _host(args: Sequence[str] = (), disable: Sequence[str] = ()) -> Any:
     host = get_host([*_disabled_from_args(args), *disable])
     for info in host.failures():
         print(f"roborl: warning: {host.format_failure(info)}", file=sys.stderr)
+    for key in host.registry.conflicts:
+        print(f"roborl: warning: {host.registry.conflict_message(*key)}", file=sys.stderr)
     return host
 
 

@@ -30,7 +30,7 @@ def env_factory(registry: Registry, env_cfg: Mapping[str, Any]) -> Callable[[], 
     kwargs = dict(env_cfg.get("kwargs") or {})
     max_steps = env_cfg.get("max_episode_steps")
     if env_id in registry.envs:
-        factory = registry.envs[env_id]
+        factory = registry.get("envs", env_id)  # raises if two plugins claim the id
 
         def make_plugin_env() -> gym.Env:
             env = factory(**kwargs)

@@ -52,21 +52,33 @@ class Registry:
     commands: dict[str, Any] = field(default_factory=dict)
     loops: dict[str, Any] = field(default_factory=dict)
     owners: dict[tuple[str, str], str] = field(default_factory=dict)
+    # (kind, name) -> every plugin that registered it, when more than one did.
+    conflicts: dict[tuple[str, str], list[str]] = field(default_factory=dict)
 
     def add(self, kind: str, name: str, obj: Any, plugin: str) -> None:
+        """Record a name; a second plugin claiming it makes the name a conflict, which is an
+        error when the name is used (not at load time, so `roborl plugins` still lists both)."""
         table: dict[str, Any] = getattr(self, kind)
         if name in table:
-            other = self.owners[(kind, name)]
-            raise PluginError(
-                f"two plugins register the {kind[:-1]} {name!r}: {other!r} and {plugin!r}. "
-                f"Uninstall one, or disable it with {DISABLE_ENV_VAR}={plugin} "
-                f"(or plugins.disable=[{plugin}])."
-            )
+            claimants = self.conflicts.setdefault((kind, name), [self.owners[(kind, name)]])
+            claimants.append(plugin)
+            return
         table[name] = obj
         self.owners[(kind, name)] = plugin
 
+    def conflict_message(self, kind: str, name: str) -> str:
+        who = self.conflicts[(kind, name)]
+        names = " and ".join(repr(w) for w in who)
+        return (
+            f"two plugins register the {kind[:-1].replace('_', ' ')} {name!r}: {names}. "
+            f"Uninstall one, or disable one by name with {DISABLE_ENV_VAR}={who[-1]} "
+            f"(or plugins.disable=[{who[-1]}])."
+        )
+
     def get(self, kind: str, name: str) -> Any:
         table: dict[str, Any] = getattr(self, kind)
+        if (kind, name) in self.conflicts:
+            raise PluginError(self.conflict_message(kind, name))
         if name not in table:
             raise unknown_name(kind[:-1].replace("_", " "), name, table)
         return table[name]
@@ -183,10 +195,8 @@ class PluginHost:
         problems = [
             f"{i.name} ({i.distribution}): {i.error}" for i in self.infos.values() if i.error
         ]
-        try:
-            self.pm.check_pending()
-        except pluggy.PluginValidationError as exc:
-            problems.append(f"{exc.plugin_name if hasattr(exc, 'plugin_name') else '?'}: {exc}")
+        problems += self.unknown_hooks()
+        problems += [self.registry.conflict_message(*key) for key in self.registry.conflicts]
         expected = {"algorithms": Algorithm, "loggers": Logger}
         for kind, base in expected.items():
             for name, obj in getattr(self.registry, kind).items():
@@ -202,6 +212,34 @@ class PluginHost:
                     owner = self.registry.owners[(kind, name)]
                     problems.append(f"{owner}: {kind[:-1]} {name!r} is not callable")
         return problems
+
+    def unknown_hooks(self) -> list[str]:
+        """Hooks no spec knows (a typo such as ``roborl_algoritms``), one line per plugin and
+        hook; `pm.check_pending()` would stop at the first and name the module, not the plugin."""
+        try:
+            self.pm.check_pending()
+        except pluggy.PluginValidationError:
+            pass
+        else:
+            return []
+        found = []
+        for hook_name in sorted(self.pm.hook.__dict__):
+            if hook_name.startswith("_"):
+                continue
+            caller = getattr(self.pm.hook, hook_name)
+            if caller.has_spec():
+                continue
+            for impl in caller.get_hookimpls():
+                if impl.optionalhook:
+                    continue
+                info = self.infos.get(impl.plugin_name)
+                dist = info.distribution if info else "?"
+                found.append(
+                    f"{impl.plugin_name} ({dist}): unknown hook {hook_name!r}; roborl "
+                    f"{hookspecs.HOOKSPEC_VERSION} has no such hookspec (see "
+                    f"docs/writing-plugins.md for the list)"
+                )
+        return found
 
     def failures(self) -> list[PluginInfo]:
         return [i for i in self.infos.values() if i.error]
