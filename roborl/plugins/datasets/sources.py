@@ -113,6 +113,7 @@ load_minari_source.accepts = _accepts_minari  # type: ignore[attr-defined]
 def save_minari(dataset: OfflineDataset, dataset_id: str, env: Any = None) -> Path:
     """Write `dataset` as a Minari dataset (`minari.create_dataset_from_buffers`)."""
     import minari
+    from minari.data_collector.episode_buffer import EpisodeBuffer
 
     buffers = []
     for sl in dataset.episodes():
@@ -124,12 +125,13 @@ def save_minari(dataset: OfflineDataset, dataset_id: str, env: Any = None) -> Pa
             "rewards": dataset.rewards[sl],
             "terminations": dataset.terminals[sl],
             "truncations": dataset.timeouts[sl].copy(),
+            "infos": {},
         }
         if not (ep["terminations"][-1] or ep["truncations"][-1]):
             ep["truncations"][-1] = True
         if dataset.costs is not None:
             ep["infos"] = {"cost": np.r_[0.0, dataset.costs[sl]].astype(np.float32)}
-        buffers.append(ep)
+        buffers.append(EpisodeBuffer(**ep))
     kwargs: dict[str, Any] = {}
     if env is not None:
         kwargs["env"] = env
