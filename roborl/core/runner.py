@@ -264,6 +264,9 @@ class Runner:
         if buffer is not None and "buffer" in ckpt:
             buffer.load_state_dict(ckpt["buffer"])
         truncate_metrics_after(self.run_dir, self.step)
+        if self.metrics is not None:  # the file was replaced: write to the new one, not the old
+            self.metrics.close()
+            self.metrics = MetricsWriter(self.run_dir)
 
     def elapsed(self) -> float:
         return self.elapsed_before + (time.time() - self.start_time)
@@ -387,6 +390,7 @@ class Runner:
         )
         self._buffer = buffer
         batch_size = int(getattr(self.algo_config, "batch_size", 256))
+        n_step = int(getattr(self.algo_config, "n_step", 1))
         if ckpt is not None:
             self.restore(algo, buffer, ckpt)
             for sub, state in zip(getattr(envs, "envs", []), self._saved_env_rng):
@@ -446,7 +450,12 @@ class Runner:
             if self.step >= run.learning_starts and len(buffer) >= batch_size:
                 update_debt += run.utd_ratio * n
                 while update_debt >= 1.0:
-                    metrics = algo.update(buffer.sample(batch_size, self.torch_gen))
+                    if n_step > 1:
+                        gamma = float(getattr(self.algo_config, "gamma", 0.99))
+                        batch = buffer.sample_nstep(batch_size, n_step, gamma, self.torch_gen)
+                    else:
+                        batch = buffer.sample(batch_size, self.torch_gen)
+                    metrics = algo.update(batch)
                     for k, v in metrics.items():
                         sums[k] = sums[k] + (v.detach() if torch.is_tensor(v) else v)
                     count += 1

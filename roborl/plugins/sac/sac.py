@@ -66,6 +66,8 @@ class SACConfig:
     target_entropy: float | None = None  # None = -dim(A)
     buffer_size: int = field(default=1_000_000, metadata=rng(1, None))
     target_update_every: int = field(default=1, metadata=rng(1, None))
+    # n-step returns (1 = the paper's one-step target); the runner samples them via the buffer
+    n_step: int = field(default=1, metadata=rng(1, 100))
 
 
 class TanhGaussianActor(nn.Module):
