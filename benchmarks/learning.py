@@ -1,0 +1,131 @@
+"""Learning comparison: roborl DSAC-T vs roborl SAC vs stable-baselines3 SAC.
+
+Same env-step budget, seeds, eval protocol (deterministic policy, N episodes) for every method;
+final return aggregated over seeds with rliable's interquartile mean and 95% stratified bootstrap
+CIs, per env (returns are not normalised across envs). Writes benchmarks/results/learning.json
+and learning.png. Usage: python benchmarks/learning.py --steps 100000 --seeds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+OUT = Path(__file__).parent / "results"
+ENVS = {"halfcheetah": "HalfCheetah-v5", "hopper": "Hopper-v5"}
+
+
+def run_roborl(algo: str, env_id: str, seed: int, steps: int, eval_every: int, episodes: int):
+    from roborl.core.plugins import PluginHost
+    from roborl.core.runner import Runner
+
+    host = PluginHost()
+    host.load_entry_points()
+    cfg = {
+        "algo": {"name": algo}, "env": {"id": env_id}, "seed": seed, "total_steps": steps,
+        "learning_starts": min(5000, steps // 4), "eval_every": eval_every,
+        "eval_episodes": episodes, "checkpoint_every": steps, "log_every": eval_every,
+        "progress": False,
+    }  # fmt: skip
+    d = Path(tempfile.mkdtemp()) / f"{algo}_{seed}"
+    Runner(cfg, d, host).execute()
+    curve = []
+    for line in (d / "metrics.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        if "eval/return_mean" in rec:
+            curve.append((rec["step"], rec["eval/return_mean"]))
+    return curve
+
+
+def run_sb3(env_id: str, seed: int, steps: int, eval_every: int, episodes: int):
+    from stable_baselines3 import SAC
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    env, eval_env = gym.make(env_id), gym.make(env_id)
+    curve: list[tuple[int, float]] = []
+
+    class Eval(BaseCallback):
+        def _on_step(self) -> bool:
+            if self.num_timesteps % eval_every == 0:
+                m, _ = evaluate_policy(self.model, eval_env, episodes, deterministic=True)
+                curve.append((self.num_timesteps, float(m)))
+            return True
+
+    model = SAC("MlpPolicy", env, seed=seed, learning_starts=min(5000, steps // 4), verbose=0)
+    model.learn(steps, callback=Eval())
+    return curve
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=100_000)
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--eval-every", type=int, default=None)
+    p.add_argument("--episodes", type=int, default=5)
+    p.add_argument("--envs", nargs="+", default=list(ENVS))
+    a = p.parse_args()
+    torch.set_num_threads(1)
+    ev = a.eval_every or max(a.steps // 10, 1)
+    curves: dict[str, dict[str, list]] = {}
+    t0 = time.time()
+    for env in a.envs:
+        for method in ("dsac_t", "sac", "sb3_sac"):
+            key = f"{method}/{env}"
+            curves[key] = []
+            for seed in range(a.seeds):
+                if method == "sb3_sac":
+                    c = run_sb3(ENVS[env], seed, a.steps, ev, a.episodes)
+                else:
+                    c = run_roborl(method, ENVS[env], seed, a.steps, ev, a.episodes)
+                curves[key].append(c)
+                print(f"{key} seed {seed}: final {c[-1][1]:.1f} ({time.time() - t0:.0f}s)")
+    from rliable import library as rly
+    from rliable import metrics
+
+    summary = {}
+    for env in a.envs:
+        scores = {m: np.array([[c[-1][1]] for c in curves[f"{m}/{env}"]]) for m in
+                  ("dsac_t", "sac", "sb3_sac")}  # fmt: skip
+        point, ci = rly.get_interval_estimates(
+            scores, lambda x: np.array([metrics.aggregate_iqm(x)]), reps=2000
+        )
+        summary[env] = {
+            m: {"iqm": float(point[m][0]), "ci95": [float(ci[m][0][0]), float(ci[m][1][0])]}
+            for m in scores
+        }
+    res = {"steps": a.steps, "seeds": a.seeds, "eval_every": ev, "eval_episodes": a.episodes,
+           "torch_threads": 1, "wall_s": time.time() - t0, "final_return_iqm": summary,
+           "curves": curves}  # fmt: skip
+    OUT.mkdir(exist_ok=True)
+    (OUT / "learning.json").write_text(json.dumps(res, indent=2))
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(a.envs), figsize=(5 * len(a.envs), 3.5), squeeze=False)
+    for ax, env in zip(axes[0], a.envs):
+        for m in ("dsac_t", "sac", "sb3_sac"):
+            arr = np.array([[r for _, r in c] for c in curves[f"{m}/{env}"]])
+            x = [s for s, _ in curves[f"{m}/{env}"][0]]
+            ax.plot(x, arr.mean(0), label=m)
+            ax.fill_between(x, arr.min(0), arr.max(0), alpha=0.2)
+        ax.set_title(f"{ENVS[env]} ({a.seeds} seeds, min-max band)")
+        ax.set_xlabel("env steps")
+        ax.set_ylabel("eval return")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(OUT / "learning.png", dpi=100)
+    print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()
