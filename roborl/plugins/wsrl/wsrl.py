@@ -421,7 +421,7 @@ class WSRL(Algorithm):
         )
 
     def train(self, runner: Any) -> None:
-        cfg, run = self.config, runner.run
+        cfg = self.config
         resumed = runner.resume_checkpoint is not None
         pretrained = cfg.pretrained
         need_data = cfg.offline_ratio > 0 or (
@@ -500,6 +500,7 @@ class WSRL(Algorithm):
             max(run.total_steps, 1), (self.obs_dim,), (self.act_dim,), device=self.device
         )
         self.online_buffer = buffer
+        runner._buffer = buffer  # the runner's Ctrl-C checkpoint saves it too
         ckpt = runner.resume_checkpoint
         if ckpt is not None and "buffer" in ckpt:
             buffer.load_state_dict(ckpt["buffer"])
@@ -509,7 +510,7 @@ class WSRL(Algorithm):
         obs, _ = env.reset(seed=run.seed + self.phase["online_steps"])
         env.action_space.seed(run.seed)
         ep_ret, ep_len = 0.0, 0
-        n_off = int(round(cfg.batch_size * cfg.offline_ratio))
+        n_off = round(cfg.batch_size * cfg.offline_ratio)
         sums: dict[str, Any] = defaultdict(float)
         count = 0
         while self.phase["online_steps"] < run.total_steps:
@@ -536,7 +537,7 @@ class WSRL(Algorithm):
                 runner.log({"train/episode_return": ep_ret, "train/episode_length": ep_len})
                 obs, _ = env.reset()
                 ep_ret, ep_len = 0.0, 0
-            if self.phase["online_steps"] >= cfg.warmup_steps:
+            if not warm:  # the warm-up's steps collect only; updates start after it
                 for _ in range(cfg.utd_ratio):
                     metrics = self.update(self._online_batch(buffer, ds, n_off, runner))
                     for k, v in metrics.items():

@@ -1,0 +1,219 @@
+"""WSRL: warm-up, buffer hygiene, Cal-QL's lower bound, both phases end to end with resume."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from roborl.core.checkpoint import load_checkpoint, save_checkpoint
+from roborl.core.datasets import OfflineDataset
+from roborl.core.plugins import PluginHost
+from roborl.core.runner import Runner
+from roborl.plugins.wsrl.wsrl import calql_regulariser, mc_returns
+
+ENV = "InvertedPendulum-v5"
+
+
+@pytest.fixture(scope="module")
+def host() -> PluginHost:
+    torch.set_num_threads(1)
+    h = PluginHost()
+    h.load_entry_points()
+    return h
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random-policy InvertedPendulum dataset, generated here."""
+    env = gym.make(ENV)
+    rng = np.random.default_rng(1000)
+    cols: dict[str, list[Any]] = {k: [] for k in ("o", "a", "r", "n", "d", "t")}
+    obs, _ = env.reset(seed=1000)  # not the runs' seeds: no shared start state
+    for _ in range(600):
+        a = rng.uniform(-3, 3, size=1).astype(np.float32)
+        nxt, r, term, trunc, _ = env.step(a)
+        for k, v in zip("oarndt", (obs, a, r, nxt, term, trunc)):
+            cols[k].append(v)
+        obs = env.reset()[0] if (term or trunc) else nxt
+    ds = OfflineDataset.from_arrays(
+        {
+            "observations": np.array(cols["o"], np.float32),
+            "actions": np.array(cols["a"], np.float32),
+            "rewards": np.array(cols["r"], np.float32),
+            "next_observations": np.array(cols["n"], np.float32),
+            "terminals": np.array(cols["d"], bool),
+            "timeouts": np.array(cols["t"], bool),
+        }
+    )
+    return ds.save(tmp_path_factory.mktemp("data") / "pend.npz")
+
+
+def config(dataset: Path | None, **algo: Any) -> dict[str, Any]:
+    a = {
+        "name": "wsrl", "hidden_sizes": [32, 32], "pretrain_steps": 30, "warmup_steps": 40,
+        "batch_size": 64, "pretrain_batch_size": 64, "utd_ratio": 2, "cql_n_actions": 4,
+    }  # fmt: skip
+    a.update(algo)
+    return {
+        "algo": a, "env": {"id": ENV}, "seed": 0, "total_steps": 60, "eval_every": 1000,
+        "eval_episodes": 1, "checkpoint_every": 1000, "log_every": 10, "progress": False,
+        "dataset": None if dataset is None else str(dataset),
+    }  # fmt: skip
+
+
+def metrics(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+# -- hand-built cases ----------------------------------------------------------------------------
+
+
+def test_mc_returns_hand_computed() -> None:
+    r = np.array([1, 1, 1, 2, 2], np.float32)
+    out = mc_returns(r, np.array([3, 5]), gamma=0.5)
+    np.testing.assert_allclose(out, [1.75, 1.5, 1.0, 3.0, 2.0])
+
+
+def test_calql_lower_bound_stops_the_push_down() -> None:
+    """Policy-action Q below MC(s): Cal-QL's regulariser sees MC(s) and has no gradient on them;
+    CQL (no bound) keeps pushing them down."""
+    e, b, n, d = 2, 3, 4, 2
+    q_data = torch.zeros(e, b)
+    q_rand = torch.full((e, b, n), -50.0)
+    mc = torch.tensor([5.0, 2.0, -1.0])
+    q_cur = torch.full((e, b, n), -10.0, requires_grad=True)  # far below every MC(s)
+    q_next = torch.full((e, b, n), -10.0, requires_grad=True)
+    logp = torch.zeros(b, n)
+    gap = calql_regulariser(q_data, q_rand, q_cur, logp, q_next, logp, mc, d)
+    gap.sum().backward()
+    assert torch.count_nonzero(q_cur.grad) == 0 and torch.count_nonzero(q_next.grad) == 0
+    # logsumexp over 2n copies of MC(s) (and negligible random terms) is MC + log(2n)
+    expect = mc + np.log(2 * n)
+    torch.testing.assert_close(gap[0], expect, atol=1e-4, rtol=0)
+    q_cur2 = q_cur.detach().clone().requires_grad_(True)
+    cql = calql_regulariser(q_data, q_rand, q_cur2, logp, q_next.detach(), logp, None, d)
+    cql.sum().backward()
+    assert (q_cur2.grad > 0).all()  # plain CQL keeps pushing below the MC return
+    assert (cql < gap).all()
+    # Above the bound the two are identical.
+    hi = torch.full((e, b, n), 10.0)
+    torch.testing.assert_close(
+        calql_regulariser(q_data, q_rand, hi, logp, hi, logp, mc, d),
+        calql_regulariser(q_data, q_rand, hi, logp, hi, logp, None, d),
+    )
+
+
+# -- runs ----------------------------------------------------------------------------------------
+
+
+def test_warmup_uses_the_frozen_pretrained_policy_and_never_updates(
+    host: PluginHost, dataset: Path, tmp_path: Path
+) -> None:
+    Runner(config(dataset, warmup_steps=0), tmp_path / "pre", host).execute()
+    pre = load_checkpoint(tmp_path / "pre" / "checkpoints" / "pretrained.pt")
+    # Make the pre-trained policy (near-)deterministic, so its actions are checkable exactly.
+    bias = pre["state"]["actor"]["head.bias"]
+    bias[bias.shape[0] // 2 :] = -20.0
+    save_checkpoint(tmp_path / "pre_det.pt", pre)
+    warm = 45
+    cfg = config(None, warmup_steps=warm, pretrained=str(tmp_path / "pre_det.pt"))
+    cfg["total_steps"] = warm
+    summary = Runner(cfg, tmp_path / "warm", host).execute()
+    last = load_checkpoint(tmp_path / "warm" / "checkpoints" / "last.pt")
+    buf = last["buffer"]
+    assert buf["size"] == warm and summary["updates"] == 0
+    for net in ("actor", "critic", "critic_target"):
+        for k, v in pre["state"][net].items():
+            assert torch.equal(last["state"][net][k], v), (net, k)
+    from roborl.plugins.wsrl.wsrl import WSRL, WSRLConfig
+
+    algo = WSRL(gym.make(ENV).observation_space, gym.make(ENV).action_space,
+                WSRLConfig(hidden_sizes=[32, 32]))  # fmt: skip
+    algo.load_state_dict(pre["state"], weights_only=True)
+    expect = algo.policy().act(buf["obs"].numpy())
+    np.testing.assert_allclose(buf["actions"].numpy(), expect, atol=1e-4)
+    phases = {m["train/phase"] for m in metrics(tmp_path / "warm") if "train/phase" in m}
+    assert phases == {1}
+    assert last["runner"]["step"] == 30 + warm  # continuous axis: boundary at 30
+
+
+@pytest.mark.parametrize("algo_cfg", ["wsrl", "wsrl_rlpd"])
+def test_no_offline_transition_enters_the_online_buffer(
+    host: PluginHost, dataset: Path, tmp_path: Path, algo_cfg: str
+) -> None:
+    extra = {"offline_ratio": 0.5} if algo_cfg == "wsrl_rlpd" else {}
+    Runner(config(dataset, warmup_steps=20, **extra), tmp_path / "r", host).execute()
+    buf = load_checkpoint(tmp_path / "r" / "checkpoints" / "last.pt")["buffer"]
+    off = np.load(dataset)
+    assert buf["size"] == 60
+    online = {row.tobytes() for row in buf["obs"].numpy()}
+    offline = {row.tobytes() for row in off["observations"].astype(np.float32)}
+    assert not online & offline
+    assert not {row.tobytes() for row in buf["actions"].numpy()} & {
+        row.tobytes() for row in off["actions"].astype(np.float32)
+    }
+
+
+def _interrupt_at(runner: Runner, step: int) -> None:
+    log = runner.log
+
+    def stop_then_log(metrics_: Any, step_: int | None = None) -> None:
+        log(metrics_, step_)
+        if runner.step >= step:
+            raise KeyboardInterrupt  # what Ctrl-C does mid-run
+
+    runner.log = stop_then_log  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize("stop", [20, 70], ids=["in-pretraining", "in-finetuning"])
+def test_both_phases_end_to_end_and_resume(
+    host: PluginHost, dataset: Path, tmp_path: Path, stop: int
+) -> None:
+    cfg = config(dataset)
+    run_dir = tmp_path / "run"
+    runner = Runner(cfg, run_dir, host)
+    _interrupt_at(runner, stop)
+    with pytest.raises(KeyboardInterrupt):
+        runner.execute()
+    ckpt = load_checkpoint(run_dir / "checkpoints" / "last.pt")
+    assert ckpt["runner"]["step"] == stop
+    assert ckpt["state"]["phase"]["pretrain_done"] == (stop > 30)
+    summary = Runner(cfg, run_dir, host).execute(resume_from=run_dir / "checkpoints" / "last.pt")
+    assert summary["status"] == "finished" and summary["steps"] == 30 + 60
+    final = load_checkpoint(run_dir / "checkpoints" / "last.pt")
+    assert final["buffer"]["size"] == 60
+    assert final["state"]["phase"] == {
+        "pretrain_updates": 30, "online_steps": 60, "pretrain_done": True,
+    }  # fmt: skip
+    ms = metrics(run_dir)
+    assert [m["step"] for m in ms if "phase/boundary_step" in m] == [30]
+    phase = [(m["step"], m["train/phase"]) for m in ms if "train/phase" in m]
+    assert {(30, 0), (30, 1), (50, 1), (70, 1), (80, 2), (90, 2)} <= set(phase)
+    assert [p for _, p in phase] == sorted(p for _, p in phase)  # 0 -> 1 -> 2, never back
+    steps = [m["step"] for m in ms]
+    assert steps == sorted(steps)
+    assert json.loads((run_dir / "wsrl.json").read_text())["phase_boundary_step"] == 30
+
+
+def test_baselines_compose_from_the_cli(dataset: Path, tmp_path: Path) -> None:
+    run_dir = tmp_path / "cli"
+    cmd = [
+        sys.executable, "-m", "roborl.core.cli", "train", "algo=wsrl_scratch",
+        "env=inverted_pendulum", "total_steps=30", "algo.warmup_steps=20",
+        "algo.hidden_sizes=[16,16]", "algo.batch_size=16", "eval_every=1000",
+        "eval_episodes=1", "progress=false", f"hydra.run.dir={run_dir}",
+    ]  # fmt: skip
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=150, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    cfg = (run_dir / "config.yaml").read_text()
+    assert "pretrain: none" in cfg and "num_critics: 10" in cfg and "utd_ratio: 4" in cfg
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["steps"] == 30 and summary["updates"] == 4 * 10
