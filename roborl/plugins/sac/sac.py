@@ -194,8 +194,13 @@ class SAC(Algorithm):
         alpha = self.log_alpha.exp().detach()
         discount = cfg.gamma if batch.discount is None else batch.discount
 
+        # One actor forward for obs and next_obs (fewer, larger kernels); the next-state half
+        # is detached, so only the obs half carries actor gradients.
+        b = obs.shape[0]
+        both_a, both_logp = self.actor.sample(torch.cat([obs, next_obs], 0))
+        pi_a, logp = both_a[:b], both_logp[:b]
         with torch.no_grad():
-            next_a, next_logp = self.actor.sample(next_obs)
+            next_a, next_logp = both_a[b:].detach(), both_logp[b:].detach()
             q_next = self.critic_target(torch.cat([next_obs, next_a], -1)).squeeze(-1).min(0).values
             target = batch.rewards + discount * (1.0 - batch.terminated) * (
                 q_next - alpha * next_logp
@@ -204,7 +209,6 @@ class SAC(Algorithm):
         q = self.q_values(obs, actions)
         critic_loss = 0.5 * (q - target).pow(2).mean(-1).sum()
 
-        pi_a, logp = self.actor.sample(obs)
         q_pi = self.q_values(obs, pi_a, detach=True).min(0).values
         actor_loss = (alpha * logp - q_pi).mean()
 
