@@ -26,6 +26,10 @@ Implementation notes and deviations:
 - log-std is clipped to [-20, 2] as in the reference code. Actions are learned in [-1, 1] and
   rescaled to the env's bounds.
 - The temperature is learned as log(alpha), initialised at alpha = `init_alpha` (1.0).
+- The actor is evaluated once on [obs; next_obs] (one forward of 2B rows); the next-state half
+  is detached, so the target and gradients equal those of two separate forwards.
+- `n_step` > 1 (off by default) uses n-step targets from `ReplayBuffer.sample_nstep`, an
+  extension beyond the paper (which uses one-step targets).
 """
 
 from __future__ import annotations
