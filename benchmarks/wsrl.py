@@ -131,6 +131,7 @@ def main() -> None:
     p.add_argument("--eval-episodes", type=int, default=3)
     p.add_argument("--dip-window", type=int, default=500)
     p.add_argument("--out", default="benchmarks/results/wsrl")
+    p.add_argument("--result", default="benchmarks/results/wsrl", help="JSON/PNG path stem")
     args = p.parse_args()
     torch.set_num_threads(1)
     out = Path(args.out)
@@ -165,8 +166,8 @@ def main() -> None:
         "runs": runs,
         "wall_time_s": time.time() - t_all,
     }
-    (Path("benchmarks/results") / "wsrl.json").write_text(json.dumps(result, indent=1))
-    plot(runs, Path("benchmarks/results") / "wsrl.png")
+    Path(args.result + ".json").write_text(json.dumps(result, indent=1))
+    plot(runs, Path(args.result + ".png"))
     print(json.dumps(summary, indent=1))
 
 

@@ -26,6 +26,10 @@ Step axis: one continuous curve. During pre-training `step` counts gradient step
 (fine-tuning); `phase/boundary_step` is logged once where online starts, and `wsrl.json` in the
 run directory records it. `run.total_steps` is the online env-step budget.
 
+Defaults checked against the public WSRL launch scripts (finetune.py with `--utd 4
+--batch_size 1024 --warmup_steps 5000`; RLPD baseline `--offline_data_ratio 0.5`); their
+locomotion scripts pre-train for 250k steps (`algo.pretrain_steps=250000`), other suites 1M.
+
 Deviations / choices (stated, not hidden):
 - cql_alpha defaults to 5.0 (Cal-QL's locomotion/antmaze value); set it per task.
 - Fresh Adam state at the phase switch (weights and temperature carry over).
