@@ -92,6 +92,7 @@ class Ros2Driver(RobotDriver):
         self._stamp = -math.inf
         self.last_error: str | None = None
         self.rejected = 0
+        self._logged: set[str] = set()
         self.received = 0
         self._estop_cb: Any = None
         self._publish: Any = None
@@ -179,7 +180,8 @@ class Ros2Driver(RobotDriver):
             obs = parse_joint_state(msg, self.joints, self.fields)
         except RobotError as exc:
             self.rejected += 1
-            if self.last_error != str(exc):
+            if str(exc) not in self._logged and len(self._logged) < 100:
+                self._logged.add(str(exc))  # log each distinct cause once, not at topic rate
                 log.error("rejected JointState: %s", exc)
             self.last_error = str(exc)
             return

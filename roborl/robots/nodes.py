@@ -14,6 +14,7 @@ statistics to `stats=PATH`.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import time
@@ -328,7 +329,10 @@ def _guard(fn: Any) -> Any:
             return fn(argv)
         except (RoborlError, RobotError) as exc:
             print(f"roborl: error: {exc}", file=sys.stderr)
-            return 2
+            sys.stderr.flush()
+            sys.stdout.flush()
+            # DDS listener threads may still deliver samples; do not let them stall exit.
+            os._exit(2)
 
     run.__doc__ = fn.__doc__
     return run

@@ -100,7 +100,9 @@ class DDSTransport:
 
         def on_data(reader: Any) -> None:
             for sample in reader.take(N=32):
-                if (sample is not None and getattr(sample, "sample_info", None) is None) or (sample is not None and sample.sample_info.valid_data):
+                if (sample is not None and getattr(sample, "sample_info", None) is None) or (
+                    sample is not None and sample.sample_info.valid_data
+                ):
                     callback(sample)
 
         reader = DataReader(

@@ -51,7 +51,9 @@ class Node:
         )
         self.events: list[dict] = []
         self.stderr = ""
+        self._err: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=lambda: self._err.extend(self.proc.stderr), daemon=True).start()
 
     def _read(self) -> None:
         for line in self.proc.stdout:
@@ -79,11 +81,12 @@ class Node:
 
     def finish(self, timeout: float = 30.0) -> str:
         try:
-            _, err = self.proc.communicate(timeout=timeout)
+            self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            _, err = self.proc.communicate()
-        self.stderr += err or ""
+            self.proc.wait()
+        time.sleep(0.2)  # let the reader threads drain the pipes
+        self.stderr = "".join(self._err)
         return self.stderr
 
     def stop(self) -> None:

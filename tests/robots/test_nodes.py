@@ -1,0 +1,142 @@
+"""roborl's ROS 2 nodes as separate processes over real Cyclone DDS on loopback."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from roborl.robots import msgs
+from roborl.robots.transport import DDSTransport
+
+START = 90.0  # process start-up on a loaded 2-core machine can take tens of seconds
+ROBOT = ["robot=ros2", "robot.transport=dds", "robot.connect_timeout_s=60"]
+
+
+def test_policy_balances_sim_robot_then_watchdog_stop_when_robot_dies(
+    ros_env, nodes, balance_checkpoint
+) -> None:
+    """deploy keeps the pendulum up (zero force drops it in ~1 s); SIGKILLed robot -> hold."""
+    sim = nodes(["sim-robot", "env=inverted_pendulum", "transport=dds"], ros_env)
+    sim.wait_event("sim_robot_start", START)
+    # Without a policy the pendulum falls within about a second (25 steps).
+    sim.wait_event("episode", START)
+    dep = nodes(
+        [
+            "deploy",
+            f"checkpoint={balance_checkpoint}",
+            *ROBOT,
+            "rate_hz=50",
+            "robot.safety.max_state_age_s=0.5",
+        ],
+        ros_env,
+    )
+    start = dep.wait_event("deploy_start", START)
+    # 100 steps in one episode = 4 s of balancing at 25 steps/s; zero force falls in ~25.
+    best, deadline = 0, time.monotonic() + 40
+    while best < 100 and time.monotonic() < deadline:
+        time.sleep(0.5)
+        lengths = [
+            e["current_episode_length"]
+            for e in sim.events
+            if e.get("event") == "status" and e["_t"] > start["_t"]
+        ]
+        best = max(lengths, default=0)
+    assert best >= 100, (sim.events[-8:], dep.events)
+    assert not [e for e in sim.events if e.get("event") == "episode" and e["_t"] > start["_t"] + 2]
+    sim.proc.kill()
+    killed = time.monotonic()
+    stop = dep.wait_event("watchdog_stop", 30)
+    assert "old" in stop["cause"]
+    assert stop["_t"] - killed < 10.0  # generous: the timeout is 0.5 s, the machine is loaded
+    assert dep.proc.wait(timeout=60) == 3
+    done = [e for e in dep.events if e.get("event") == "done"][0]
+    assert done["interventions"].get("watchdog_state", 0) >= 1
+
+
+def test_estop_stops_commands_and_stays_latched(ros_env, nodes, balance_checkpoint) -> None:
+    sim = nodes(["sim-robot", "env=inverted_pendulum", "transport=dds"], ros_env)
+    dep = nodes(
+        ["deploy", f"checkpoint={balance_checkpoint}", *ROBOT, "rate_hz=50", "duration_s=120"],
+        ros_env,
+    )
+    sim.wait_event("sim_robot_start", START)
+    dep.wait_event("deploy_start", START)
+    t = DDSTransport("operator")
+    seen: list[float] = []
+    lock = threading.Lock()
+
+    def on_cmd(msg: msgs.Float64MultiArray) -> None:
+        with lock:
+            seen.append(time.monotonic())
+
+    t.subscribe("/forward_command_controller/commands", msgs.Float64MultiArray, on_cmd)
+    estop = t.publisher("/estop", msgs.Bool)
+    deadline = time.monotonic() + 60
+    while len(seen) < 20 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(seen) >= 20, "no commands before the e-stop"
+    sent = time.monotonic()
+    estop(msgs.Bool(True))
+    ev = dep.wait_event("estop", 30)
+    assert "e-stop message" in ev["cause"]
+    time.sleep(0.5)
+    with lock:
+        after = [s for s in seen if s > sent]
+    # At 50 Hz one control period is 20 ms: at most the command already in flight gets out.
+    assert len(after) <= 1, after
+    estop(msgs.Bool(False))  # releasing the button does not un-latch
+    n = len(seen)
+    time.sleep(1.5)
+    assert len(seen) == n
+    assert dep.proc.poll() is None  # the node is alive and latched, not crashed
+    dep.proc.terminate()
+    dep.finish()
+    t.close()
+
+
+def test_malformed_joint_states_never_command(ros_env, nodes, balance_checkpoint) -> None:
+    """Only malformed JointStates on the wire: deploy refuses with a clear error, no command."""
+    t = DDSTransport("bad_robot")
+    pub = t.publisher("/joint_states", msgs.JointState)
+    seen: list = []
+    t.subscribe("/forward_command_controller/commands", msgs.Float64MultiArray, seen.append)
+    bad = [
+        msgs.JointState(name=["slider"], position=[0.0], velocity=[0.0]),
+        msgs.JointState(name=["slider", "elbow"], position=[0.0, 0.0], velocity=[0.0, 0.0]),
+        msgs.JointState(name=["slider", "hinge"], position=[0.0], velocity=[0.0, 0.0]),
+        msgs.JointState(
+            name=["slider", "hinge"], position=[0.0, float("nan")], velocity=[0.0, 0.0]
+        ),
+    ]
+    stop = [False]
+
+    def spam() -> None:
+        i = 0
+        while not stop[0]:
+            pub(bad[i % len(bad)])
+            i += 1
+            time.sleep(0.01)
+
+    th = threading.Thread(target=spam, daemon=True)
+    th.start()
+    try:
+        dep = nodes(
+            [
+                "deploy",
+                f"checkpoint={balance_checkpoint}",
+                "robot=ros2",
+                "robot.transport=dds",
+                "robot.connect_timeout_s=8",
+            ],
+            ros_env,
+        )
+        assert dep.proc.wait(timeout=START + 30) == 2
+        err = dep.finish()
+        assert "no valid sensor_msgs/JointState" in err
+        assert "Last rejected message" in err
+        assert any(w in err for w in ("lacks joints", "values for", "non-finite")), err
+        assert seen == []
+    finally:
+        stop[0] = True
+        th.join()
+        t.close()
