@@ -49,7 +49,7 @@ def test_policy_balances_sim_robot_then_watchdog_stop_when_robot_dies(
     assert "old" in stop["cause"]
     assert stop["_t"] - killed < 10.0  # generous: the timeout is 0.5 s, the machine is loaded
     assert dep.proc.wait(timeout=60) == 3
-    done = [e for e in dep.events if e.get("event") == "done"][0]
+    done = next(e for e in dep.events if e.get("event") == "done")
     assert done["interventions"].get("watchdog_state", 0) >= 1
 
 
