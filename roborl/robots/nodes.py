@@ -195,7 +195,7 @@ def sim_robot(argv: list[str]) -> int:
         commands=state["commands"],
         rejected_commands=state["rejected"],
     )
-    transport.close()
+    _exit_now(0)
     return 0
 
 
@@ -295,7 +295,8 @@ def deploy(argv: list[str]) -> int:
                 code = 3
                 break
     elapsed = time.monotonic() - t0
-    env.close() if not env.safety.estopped else driver.close()
+    if not env.safety.estopped:
+        driver.stop()  # final hold command; the transport is torn down by process exit
 
     def pct(xs: list[float], q: float) -> float | None:
         return float(np.percentile(np.asarray(xs) * 1e3, q)) if xs else None
@@ -320,7 +321,16 @@ def deploy(argv: list[str]) -> int:
         tmp = Path(str(cfg["stats"]) + ".tmp")
         tmp.write_text(json.dumps(stats, indent=1))
         tmp.replace(cfg["stats"])
+    _exit_now(code)
     return code
+
+
+def _exit_now(code: int) -> None:
+    """Leave without tearing down DDS entities: deleting a reader while its listener thread
+    waits for the GIL deadlocks Cyclone's Python binding, and the OS frees it all anyway."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _guard(fn: Any) -> Any:
@@ -329,10 +339,7 @@ def _guard(fn: Any) -> Any:
             return fn(argv)
         except (RoborlError, RobotError) as exc:
             print(f"roborl: error: {exc}", file=sys.stderr)
-            sys.stderr.flush()
-            sys.stdout.flush()
-            # DDS listener threads may still deliver samples; do not let them stall exit.
-            os._exit(2)
+            _exit_now(2)
 
     run.__doc__ = fn.__doc__
     return run
