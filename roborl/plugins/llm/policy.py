@@ -1,0 +1,343 @@
+"""An LLM as a zero-shot policy: text rendering of the state in, a validated action out.
+
+The model never acts through free-text scraping alone: every backend asks for a structured
+reply (a JSON object ``{"action": [...]}`` with per-dimension bounds for a Box action space, one
+of the listed integers for a Discrete one), and every reply is still parsed and validated here.
+A reply that does not parse, has the wrong length, is non-finite or out of bounds, or is empty
+is replaced by the configured fallback action, logged with its reason, and counted in
+``llm/invalid_rate``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from roborl.core.config import rng
+from roborl.core.errors import ConfigError
+from roborl.core.interfaces import Algorithm, Batch, Policy
+
+log = logging.getLogger("roborl.llm")
+
+DEFAULT_TEMPLATE = (
+    "You control a {task_kind}. {instruction}\n"
+    "Observation:\n{observation}\n"
+    "{history}"
+    "Answer with the action as {action_format}.\n"
+    "Action: "
+)
+
+
+@dataclass
+class LLMConfig:
+    """Configuration of the LLM policy (algo=llm; also settable as llm.KEY on the CLI)."""
+
+    model: str = ""
+    backend: str = field(
+        default="transformers", metadata={"choices": ["vllm", "openai", "transformers"]}
+    )
+    instruction: str = "Keep the system stable and move towards the goal."
+    prompt_template: str = DEFAULT_TEMPLATE
+    history: int = field(default=0, metadata=rng(0, 64, "previous steps shown in the prompt"))
+    max_tokens: int = field(default=64, metadata=rng(1, 4096))
+    temperature: float = field(default=0.0, metadata=rng(0.0, 5.0))
+    decimals: int = field(default=3, metadata=rng(0, 8))
+    fallback: str = field(default="center", metadata={"choices": ["center", "zeros", "index"]})
+    fallback_index: int = 0
+    # openai backend
+    base_url: str = "http://127.0.0.1:8000/v1"
+    api_key: str = "EMPTY"
+    timeout_s: float = field(default=30.0, metadata=rng(0.01, 3600.0))
+    retries: int = field(default=2, metadata=rng(0, 20))
+    backoff_s: float = field(default=0.5, metadata=rng(0.0, 60.0))
+    min_server_version: str = "0.12.0"
+    # vllm backend
+    enforce_eager: bool = True
+    max_model_len: int = field(default=2048, metadata=rng(64, 1_000_000))
+    gpu_memory_utilization: float = field(default=0.5, metadata=rng(0.01, 1.0))
+    dtype: str = "auto"
+    seed: int = 0
+
+
+# -- the action format ----------------------------------------------------------------------
+
+
+class ActionCodec:
+    """The structured-output spec of an action space and the validator of replies."""
+
+    def __init__(self, space: gym.Space, config: LLMConfig) -> None:
+        self.space = space
+        self.config = config
+        if isinstance(space, gym.spaces.Discrete):
+            self.discrete = True
+            self.choices = [str(int(space.start) + i) for i in range(int(space.n))]
+        elif isinstance(space, gym.spaces.Box):
+            self.discrete = False
+            self.low = np.broadcast_to(space.low, space.shape).astype(np.float64).ravel()
+            self.high = np.broadcast_to(space.high, space.shape).astype(np.float64).ravel()
+        else:
+            raise ConfigError(
+                f"algo=llm: action space {space} is not supported; the LLM policy accepts "
+                "gymnasium Box and Discrete action spaces."
+            )
+
+    def json_schema(self) -> dict[str, Any]:
+        """JSON schema of a Box action: {"action": [n numbers within bounds]}."""
+        items = []
+        for lo, hi in zip(self.low, self.high):
+            item: dict[str, Any] = {"type": "number"}
+            if math.isfinite(lo):
+                item["minimum"] = float(lo)
+            if math.isfinite(hi):
+                item["maximum"] = float(hi)
+            items.append(item)
+        n = len(items)
+        return {
+            "type": "object",
+            "properties": {
+                "action": {
+                    "type": "array",
+                    "prefixItems": items,
+                    "items": False,
+                    "minItems": n,
+                    "maxItems": n,
+                }
+            },
+            "required": ["action"],
+            "additionalProperties": False,
+        }
+
+    def describe(self) -> str:
+        if self.discrete:
+            return f"one integer from {{{', '.join(self.choices)}}}"
+        bounds = ", ".join(f"[{lo:g}, {hi:g}]" for lo, hi in zip(self.low, self.high))
+        return f'JSON {{"action": [{len(self.low)} numbers]}} with bounds {bounds}'
+
+    def fallback(self) -> np.ndarray:
+        if self.discrete:
+            idx = int(self.config.fallback_index)
+            if not self.space.contains(np.int64(idx)):
+                idx = int(self.space.start)
+            return np.asarray(idx, dtype=self.space.dtype)
+        if self.config.fallback == "zeros":
+            a = np.clip(np.zeros_like(self.low), self.low, self.high)
+        else:
+            lo = np.where(np.isfinite(self.low), self.low, 0.0)
+            hi = np.where(np.isfinite(self.high), self.high, 0.0)
+            a = (lo + hi) / 2.0
+        return a.reshape(self.space.shape).astype(self.space.dtype)
+
+    def parse(self, text: str | None) -> tuple[np.ndarray | None, str]:
+        """(action, "") for a valid reply, else (None, reason)."""
+        if text is None or not text.strip():
+            return None, "empty reply"
+        text = text.strip()
+        if self.discrete:
+            token = text.split()[0].strip(".,;\"'")
+            if token not in self.choices:
+                return None, f"reply {text[:60]!r} is not one of {self.choices}"
+            return np.asarray(int(token), dtype=self.space.dtype), ""
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            return None, f"reply {text[:60]!r} is not JSON ({exc.msg})"
+        values = obj.get("action") if isinstance(obj, dict) else obj
+        if not isinstance(values, list):
+            return None, f"reply {text[:60]!r} has no 'action' list"
+        if len(values) != len(self.low):
+            return None, f"reply has {len(values)} numbers, the action space needs {len(self.low)}"
+        try:
+            a = np.asarray(values, dtype=np.float64)
+        except (TypeError, ValueError):
+            return None, f"reply {text[:60]!r} holds non-numbers"
+        if not np.all(np.isfinite(a)):
+            return None, "reply holds NaN or infinity"
+        bad = np.nonzero((a < self.low) | (a > self.high))[0]
+        if bad.size:
+            i = int(bad[0])
+            return None, (
+                f"action[{i}]={a[i]:g} is outside the bounds [{self.low[i]:g}, {self.high[i]:g}]"
+            )
+        return a.reshape(self.space.shape).astype(self.space.dtype), ""
+
+
+# -- prompt rendering -----------------------------------------------------------------------
+
+
+class PromptRenderer:
+    """Renders observations with a format-string template; named fields when the env has them."""
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        codec: ActionCodec,
+        config: LLMConfig,
+        field_names: Sequence[str] | None = None,
+        task_kind: str = "robot",
+    ) -> None:
+        self.config = config
+        self.codec = codec
+        self.observation_space = observation_space
+        self.field_names = list(field_names) if field_names else None
+        self.task_kind = task_kind
+
+    def observation_text(self, obs: np.ndarray) -> str:
+        flat = np.asarray(obs, dtype=np.float64).ravel()
+        d = self.config.decimals
+        names = self.field_names
+        if names is None or len(names) != flat.size:
+            names = [f"obs[{i}]" for i in range(flat.size)]
+        return "\n".join(f"{n} = {v:.{d}f}" for n, v in zip(names, flat))
+
+    def render(self, obs: np.ndarray, history: Sequence[tuple[np.ndarray, np.ndarray]] = ()) -> str:
+        hist = ""
+        if history:
+            d = self.config.decimals
+            lines = []
+            for o, a in history:
+                o_txt = ", ".join(f"{v:.{d}f}" for v in np.ravel(o))
+                a_txt = ", ".join(f"{v:.{d}f}" for v in np.ravel(a))
+                lines.append(f"obs [{o_txt}] -> action [{a_txt}]")
+            hist = "Previous steps:\n" + "\n".join(lines) + "\n"
+        try:
+            return self.config.prompt_template.format(
+                task_kind=self.task_kind,
+                instruction=self.config.instruction,
+                observation=self.observation_text(obs),
+                history=hist,
+                action_format=self.codec.describe(),
+            )
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ConfigError(
+                f"llm.prompt_template could not be formatted ({exc!r}); it may use the fields "
+                "{task_kind}, {instruction}, {observation}, {history} and {action_format}."
+            ) from None
+
+
+# -- the policy -----------------------------------------------------------------------------
+
+
+class LLMPolicy(Policy):
+    """A `Policy` whose actions come from a language model backend, validated per reply."""
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        config: LLMConfig,
+        backend: Any | None = None,
+        field_names: Sequence[str] | None = None,
+        task_kind: str = "robot",
+    ) -> None:
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.config = config
+        self.codec = ActionCodec(action_space, config)
+        self.renderer = PromptRenderer(
+            observation_space, self.codec, config, field_names, task_kind
+        )
+        if backend is None:
+            from roborl.plugins.llm.backends import make_backend
+
+            backend = make_backend(config)
+        self.backend = backend
+        self.history: deque[tuple[np.ndarray, np.ndarray]] = deque(maxlen=max(config.history, 1))
+        self.n_replies = 0
+        self.n_invalid = 0
+        self.last_reasons: list[str] = []
+
+    def reset(self) -> None:
+        self.history.clear()
+
+    def prompts(self, obs_batch: np.ndarray) -> list[str]:
+        hist = list(self.history) if self.config.history > 0 else []
+        return [self.renderer.render(o, hist) for o in obs_batch]
+
+    def decode(self, replies: Sequence[str | None]) -> np.ndarray:
+        """Validated actions for raw replies; invalid ones become the fallback and are counted."""
+        actions = []
+        self.last_reasons = []
+        for i, text in enumerate(replies):
+            action, reason = self.codec.parse(text)
+            self.n_replies += 1
+            if action is None:
+                self.n_invalid += 1
+                log.warning("llm reply %d rejected: %s; using the fallback action", i, reason)
+                action = self.codec.fallback()
+            self.last_reasons.append(reason)
+            actions.append(action)
+        return np.stack(actions)
+
+    def act(self, obs: np.ndarray) -> np.ndarray:
+        obs = np.asarray(obs)
+        single = obs.shape == self.observation_space.shape
+        batch = obs[None] if single else obs
+        replies = self.backend.generate(self.prompts(batch), self.codec)
+        actions = self.decode(replies)
+        if self.config.history > 0:
+            self.history.append((batch[0].copy(), actions[0].copy()))
+        return actions[0] if single else actions
+
+    @property
+    def invalid_rate(self) -> float:
+        return self.n_invalid / self.n_replies if self.n_replies else 0.0
+
+    def metrics(self) -> dict[str, float]:
+        return {"llm/invalid_rate": self.invalid_rate, "llm/replies": float(self.n_replies)}
+
+
+class LLMAlgorithm(Algorithm):
+    """Zero-shot LLM policy as an algorithm: nothing to learn, `train` only evaluates.
+
+    `roborl eval algo=llm ...`, `roborl dataset collect policy=llm ...` and `roborl deploy
+    algo=llm ...` build it from config (no checkpoint) and call `policy().act`.
+    """
+
+    name = "llm"
+    Config = LLMConfig
+    loop = "custom"
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        config: LLMConfig,
+        device: Any = "cpu",
+    ) -> None:
+        super().__init__(observation_space, action_space, config, device)
+        if not config.model:
+            raise ConfigError(
+                "algo=llm needs llm.model=PATH (a Hugging Face model folder or, for "
+                "backend=openai, the served model name); `roborl llm prepare-model` writes a "
+                "small one under ~/.cache/roborl/models."
+            )
+        self._policy: LLMPolicy | None = None
+
+    def policy(self) -> LLMPolicy:
+        if self._policy is None:
+            self._policy = LLMPolicy(self.observation_space, self.action_space, self.config)
+        return self._policy
+
+    def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
+        return self.policy().act(obs)
+
+    def update(self, batch: Batch) -> dict[str, float]:
+        return {}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: Any) -> None:
+        return None
+
+    def train(self, ctx: Any) -> None:
+        ctx.evaluate(self)
+        ctx.log(self.policy().metrics())
