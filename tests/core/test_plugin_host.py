@@ -44,8 +44,10 @@ def test_raising_and_invalid_plugins_are_isolated() -> None:
 def test_duplicate_names_name_both_plugins() -> None:
     host = PluginHost()
     host.add_plugin(ProvidesEnv(), "first")
+    host.add_plugin(ProvidesEnv(), "second")  # both load; the clash is reported on use
+    assert any("first" in p and "second" in p for p in host.check())
     with pytest.raises(PluginError, match=r"'first' and 'second'"):
-        host.add_plugin(ProvidesEnv(), "second")
+        host.registry.get("envs", "MyEnv-v0")
 
 
 def test_disable_by_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
