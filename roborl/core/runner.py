@@ -588,11 +588,14 @@ def _raise_interrupted(signum: int, frame: Any) -> None:
 
 
 def _install_signal_handlers() -> dict[int, Any]:
+    # SIGINT too: a library imported by some plugin may have replaced Python's default
+    # handler, and Ctrl-C must always reach the runner so it can write its final checkpoint.
     previous: dict[int, Any] = {}
-    try:
-        previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, _raise_interrupted)
-    except ValueError:  # not in the main thread
-        pass
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        try:
+            previous[signum] = signal.signal(signum, _raise_interrupted)
+        except ValueError:  # not in the main thread
+            pass
     return previous
 
 
