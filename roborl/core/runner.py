@@ -57,8 +57,7 @@ def split_config(cfg: Mapping[str, Any]) -> tuple[RunConfig, dict[str, Any]]:
     cfg = dict(cfg)
     run_values = {k: v for k, v in cfg.items() if k in RUN_KEYS}
     unknown = set(cfg) - RUN_KEYS - SECTION_KEYS
-    extra_ok = set(cfg.get("plugins", {}) or {}).union({"run_dir"})
-    unknown -= extra_ok
+    unknown.discard("run_dir")
     if unknown:
         raise ConfigError(
             f"unknown top-level config key(s): {', '.join(sorted(unknown))}. Run-level keys are "
