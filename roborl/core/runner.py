@@ -127,6 +127,9 @@ class Runner:
         self.status = "running"
         self.np_rng = np.random.default_rng(self.run.seed)
         self.torch_gen = torch.Generator().manual_seed(self.run.seed)
+        # Network initialisation and policy sampling draw from torch's global generator:
+        # seeding it makes `run.seed` reproduce a run, not only its env and buffer.
+        torch.manual_seed(self.run.seed)
         self.progress: Any = None
 
     # -- environment and algorithm -----------------------------------------------------------
