@@ -152,6 +152,10 @@ class RunConfig:
     torch_threads: int = field(default=1, metadata=rng(0, 1024, "0 = torch default"))
     progress: bool = True
     dataset: str | None = None
+    pretrained: str | None = field(
+        default=None,
+        metadata={"help": "checkpoint to start from; only algorithms with accepts_pretrained"},
+    )
     buffer_device: str | None = None
     max_episode_steps: int | None = field(default=None, metadata=rng(1, None))
     distributed: str | None = field(

@@ -113,6 +113,12 @@ class Runner:
             torch.set_num_threads(self.run.torch_threads)
         self.device = self.run.device
         self.algo_cls, self.algo_config = resolve_algorithm(host, self.cfg.get("algo") or {})
+        if self.run.pretrained and not getattr(self.algo_cls, "accepts_pretrained", False):
+            raise ConfigError(
+                f"pretrained={self.run.pretrained!r} given, but algo={self.algo_cls.name} does "
+                "not start from a pre-trained checkpoint; use an algorithm that does (e.g. "
+                "algo=wsrl), or `roborl resume RUN_DIR` to continue a run."
+            )
         self.logger_cfg = dict(self.cfg.get("logger") or {"name": "jsonl"})
         self.loggers: list[Logger] = []
         self.metrics: MetricsWriter | None = None

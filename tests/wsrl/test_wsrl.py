@@ -15,6 +15,7 @@ import torch
 
 from roborl.core.checkpoint import load_checkpoint, save_checkpoint
 from roborl.core.datasets import OfflineDataset
+from roborl.core.errors import ConfigError
 from roborl.core.plugins import PluginHost
 from roborl.core.runner import Runner
 from roborl.plugins.wsrl.wsrl import calql_regulariser, mc_returns
@@ -124,7 +125,8 @@ def test_warmup_uses_the_frozen_pretrained_policy_and_never_updates(
     bias[bias.shape[0] // 2 :] = -20.0
     save_checkpoint(tmp_path / "pre_det.pt", pre)
     warm = 45
-    cfg = config(None, warmup_steps=warm, pretrained=str(tmp_path / "pre_det.pt"))
+    cfg = config(None, warmup_steps=warm)
+    cfg["pretrained"] = str(tmp_path / "pre_det.pt")  # the issue's top-level spelling
     cfg["total_steps"] = warm
     summary = Runner(cfg, tmp_path / "warm", host).execute()
     last = load_checkpoint(tmp_path / "warm" / "checkpoints" / "last.pt")
@@ -217,3 +219,39 @@ def test_baselines_compose_from_the_cli(dataset: Path, tmp_path: Path) -> None:
     assert "pretrain: none" in cfg and "num_critics: 10" in cfg and "utd_ratio: 4" in cfg
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["steps"] == 30 and summary["updates"] == 4 * 10
+
+
+def test_iql_pretraining_then_top_level_pretrained_from_the_cli(
+    host: PluginHost, dataset: Path, tmp_path: Path
+) -> None:
+    """`algo.pretrain=iql` pre-trains with IQL; its pretrained.pt then seeds a fine-tuning run
+    started as `roborl train algo=wsrl pretrained=CKPT` (no dataset needed)."""
+    Runner(config(dataset, pretrain="iql", warmup_steps=10), tmp_path / "iql", host).execute()
+    pre = tmp_path / "iql" / "checkpoints" / "pretrained.pt"
+    state = load_checkpoint(pre)["state"]
+    assert state["phase"] == {"pretrain_updates": 30, "online_steps": 0, "pretrain_done": True}
+    run_dir = tmp_path / "ft"
+    cmd = [
+        sys.executable, "-m", "roborl.core.cli", "train", "algo=wsrl", "env=inverted_pendulum",
+        f"pretrained={pre}", "algo.pretrain=iql", "algo.hidden_sizes=[32,32]",
+        "algo.warmup_steps=10", "algo.batch_size=16", "algo.utd_ratio=2", "total_steps=20",
+        "eval_every=1000", "eval_episodes=1", "log_every=10", "progress=false",
+        f"hydra.run.dir={run_dir}",
+    ]  # fmt: skip
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=150, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["steps"] == 30 + 20 and summary["updates"] == 2 * 10
+    assert json.loads((run_dir / "wsrl.json").read_text())["phase_boundary_step"] == 30
+    phases = {m["train/phase"] for m in metrics(run_dir) if "train/phase" in m}
+    assert phases == {1, 2}  # no pre-training phase: it came from the checkpoint
+
+
+def test_pretrained_spellings_and_misuse(host: PluginHost, tmp_path: Path) -> None:
+    cfg = config(None, pretrained=str(tmp_path / "a.pt"))
+    cfg["pretrained"] = str(tmp_path / "b.pt")
+    with pytest.raises(ConfigError, match="disagree"):
+        Runner(cfg, tmp_path / "both", host).execute()
+    sac = {"algo": {"name": "sac"}, "env": {"id": ENV}, "pretrained": str(tmp_path / "a.pt")}
+    with pytest.raises(ConfigError, match="algo=sac does not start from"):
+        Runner(sac, tmp_path / "sac", host)

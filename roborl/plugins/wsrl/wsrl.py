@@ -191,6 +191,7 @@ class WSRLPolicy(Policy):
 
 class WSRL(Algorithm):
     name = "wsrl"
+    accepts_pretrained = True  # the runner's top-level `pretrained=CKPT` is honoured
     Config = WSRLConfig
     loop = "custom"
 
@@ -399,7 +400,7 @@ class WSRL(Algorithm):
             raise ConfigError(
                 f"algo=wsrl with pretrain={self.config.pretrain!r} / offline_ratio="
                 f"{self.config.offline_ratio} needs dataset=PATH (an .npz/.hdf5 file or a "
-                "Minari dataset); or pass algo.pretrained=CHECKPOINT, or pretrain=none."
+                "Minari dataset); or pass pretrained=CHECKPOINT, or algo.pretrain=none."
             )
         ds = runner.load_dataset(path)
         if ds.obs_dim != self.obs_dim or ds.action_dim != self.act_dim:
@@ -427,7 +428,7 @@ class WSRL(Algorithm):
     def train(self, runner: Any) -> None:
         cfg = self.config
         resumed = runner.resume_checkpoint is not None
-        pretrained = cfg.pretrained
+        pretrained = self._pretrained_path(runner)
         need_data = cfg.offline_ratio > 0 or (
             cfg.pretrain != "none" and not self.phase["pretrain_done"] and not pretrained
         )
@@ -441,11 +442,22 @@ class WSRL(Algorithm):
             self._pretrain(runner, ds)
         self._online(runner, ds)
 
+    def _pretrained_path(self, runner: Any) -> str | None:
+        """Top-level `pretrained=` (the issue's spelling) or its alias `algo.pretrained=`."""
+        top = getattr(runner.run, "pretrained", None)
+        alias = self.config.pretrained
+        if top and alias and str(top) != str(alias):
+            raise ConfigError(
+                f"pretrained={top!r} and algo.pretrained={alias!r} disagree; give one of them "
+                "(algo.pretrained is an alias of the top-level pretrained=)."
+            )
+        return top or alias
+
     def _load_pretrained(self, path: str) -> None:
         ckpt = load_checkpoint(path, map_location=str(self.device))
         if ckpt.get("algo") != self.name or not ckpt["state"].get("phase", {}).get("pretrain_done"):
             raise CheckpointError(
-                f"algo.pretrained={path!r} is not a WSRL checkpoint taken after pre-training "
+                f"pretrained={path!r} is not a WSRL checkpoint taken after pre-training "
                 f"(algo={ckpt.get('algo')!r}); use checkpoints/pretrained.pt of a wsrl run."
             )
         self.load_state_dict(ckpt["state"], weights_only=True)
