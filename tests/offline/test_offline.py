@@ -16,7 +16,15 @@ from roborl.core.datasets import OfflineDataset, load_file
 from roborl.core.errors import ConfigError, DatasetError
 from roborl.core.runner import build_config
 from roborl.plugins.datasets.corruption import corrupt
-from roborl.plugins.offline.iql import IQL, RIQL, IQLConfig, ensemble_quantile, expectile_loss
+from roborl.plugins.offline.iql import (
+    IQL,
+    RIQL,
+    IQLConfig,
+    ensemble_quantile,
+    expectile_loss,
+    riql_huber_loss,
+    riql_preset,
+)
 
 torch.set_num_threads(1)
 K = np.array([1.0, 10.0, 1.0, 1.0])  # a stabilising linear controller for InvertedPendulum
@@ -84,6 +92,42 @@ def test_ensemble_quantile_hand_computed() -> None:
     assert ensemble_quantile(q, 0.0).tolist() == pytest.approx([1.0, 0.0])  # the min (IQL)
     # alpha=0.1: position 0.4 -> 1 + 0.4 * (2 - 1) = 1.4 ; 0 + 0.4 * 5 = 2
     assert ensemble_quantile(q, 0.1).tolist() == pytest.approx([1.4, 2.0])
+
+
+def test_riql_huber_loss_hand_computed() -> None:
+    """Official RIQL form, delta = 1/sigma^2: 0.5 u^2/delta inside, |u| - delta/2 outside."""
+    u = torch.tensor([0.5, -0.5, 3.0, -4.0])
+    # delta = 1: 0.125, 0.125, 2.5, 3.5
+    assert riql_huber_loss(u, 1.0).tolist() == pytest.approx([0.125, 0.125, 2.5, 3.5])
+    # sigma = 3 -> delta = 1/9: every |u| here is outside: |u| - 1/18
+    assert riql_huber_loss(u, 1 / 9).tolist() == pytest.approx(
+        [x - 1 / 18 for x in (0.5, 0.5, 3, 4)]
+    )
+    # sigma = 0.1 -> delta = 100: quadratic, 0.5 u^2 / 100
+    assert riql_huber_loss(u, 100.0).tolist() == pytest.approx([0.00125, 0.00125, 0.045, 0.08])
+
+
+def test_riql_presets_follow_the_official_table() -> None:
+    assert riql_preset("hopper/random/dynamics") == {
+        "huber_delta": 1.0, "quantile": 0.5, "num_critics": 5,
+    }  # fmt: skip
+    assert riql_preset("halfcheetah/random/reward") == pytest.approx(
+        {"huber_delta": 1 / 9, "quantile": 0.25, "num_critics": 5}
+    )
+    assert riql_preset("Hopper-v5/random/obs") == {
+        "huber_delta": pytest.approx(100.0), "quantile": 0.25, "num_critics": 3,
+    }  # fmt: skip
+    assert riql_preset("walker2d/adversarial/reward")["huber_delta"] == pytest.approx(1 / 9)
+    space = gym.spaces.Box(-1.0, 1.0, (3,))
+    algo = RIQL(space, space, build_config(RIQL.Config, {"preset": "walker2d/random/dynamics"}))
+    assert (algo.config.num_critics, algo.config.quantile, algo.config.huber_delta) == (
+        3,
+        0.25,
+        1.0,
+    )
+    assert algo.critic(torch.zeros(4, 6)).shape[0] == 3
+    with pytest.raises(ConfigError, match="unknown RIQL preset 'ant/random/obs'"):
+        RIQL(space, space, build_config(RIQL.Config, {"preset": "ant/random/obs"}))
 
 
 # -- validation --------------------------------------------------------------------------------
@@ -270,6 +314,8 @@ def test_iql_config_defaults_match_the_paper() -> None:
         True,
         True,
     )
+    # the official script: sigma = 1, raw rewards, targets clipped to [-100, 1000]
+    assert (r.huber_delta, r.normalize_reward, r.target_clip) == (1.0, False, [-100.0, 1000.0])
 
 
 # -- end to end through the CLI ----------------------------------------------------------------

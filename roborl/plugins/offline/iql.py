@@ -18,25 +18,45 @@ arXiv 2110.06169 (2021), with the defaults of its locomotion experiments:
 - Update order as in the official code: V, then the actor (new V), then Q (new V on s'), then
   the target critics.
 
-RIQL: Yang, Zhong, Xu, Wang, Zhao, Jiang, "Towards Robust Offline Reinforcement Learning under
-Diverse Data Corruption", ICLR 2024 (arXiv 2310.12955). On top of IQL:
+RIQL: Yang, Zhong, Xu, Zhang, Zhang, Han, Zhang, "Towards Robust Offline Reinforcement Learning
+under Diverse Data Corruption", ICLR 2024 (arXiv 2310.12955), checked against the official code
+(github.com/YangRui2015/RIQL, `RIQL.py` and `RIQL_config.py`). On top of IQL:
 
-- observation normalisation with the dataset's mean and std (Sec. 4.1);
-- Huber loss on the Q regression (Sec. 4.2): l_delta(Q_i(s, a) - (r + gamma (1 - d) V(s'))),
-  delta = `huber_delta` (per task in the paper; default 1.0 here, set per task in the config);
-- a K-critic ensemble (K = 5) whose alpha-quantile (alpha = 0.25) replaces the min in V's
-  target and in the advantage (Sec. 4.3): Q_alpha(s, a) = quantile_alpha{Q_i(s, a)}_{i<=K};
-- a deterministic actor trained by advantage-weighted regression to the dataset actions:
-  L_pi = E[ w ||pi(s) - a||^2 ] (the paper's App. notes the deterministic policy).
+- observation normalisation with the mean and std (+1e-3) of the dataset's observations *and*
+  next observations together (official `compute_mean_std` on their concatenation);
+- Huber loss on the Q regression (Sec. 4.2) in the official parametrisation: with
+  delta = 1 / sigma^2, l(u) = 0.5 u^2 / delta if |u| < delta else |u| - 0.5 delta (a Huber loss
+  divided by delta, i.e. `smooth_l1_loss(beta=delta)`), u = Q_i(s, a) - y;
+- Q targets y = r + gamma (1 - d) V(s') clipped to [-100, 1000] (official `torch.clamp`);
+- a K-critic ensemble whose alpha-quantile replaces the min in V's target and in the advantage
+  (Sec. 4.3): Q_alpha(s, a) = quantile_alpha{Q_i(s, a)}_{i<=K};
+- a deterministic tanh actor trained by advantage-weighted regression to the dataset actions:
+  L_pi = E[ w ||pi(s) - a||^2 ];
+- no reward scaling (the official script does not rescale rewards, so its per-task Huber
+  deltas are in raw-reward units): `normalize_reward=False`.
 
-Deviations: the quantile uses linear interpolation between ensemble members
-(`torch.quantile`); the paper's per-task Huber deltas are not hard-coded, they are config.
+Defaults: sigma = 1 (delta = 1), alpha = 0.25, K = 5, the official script's defaults. The
+per-task, per-corruption values of the official `RIQL_config.get_config` (sigma, alpha, K) are
+selectable with `preset="<task>/<mode>/<field>"`, e.g. `algo.preset=hopper/random/dynamics`
+(task in hopper, walker2d, halfcheetah; mode random or adversarial; field obs, action, reward,
+dynamics); a preset overrides `huber_delta`, `quantile` and `num_critics`.
+
+Deviations from the official RIQL code:
+- update order is IQL's (V, actor with the new V, Q with the new V); the official RIQL script
+  computes V(s') and the advantage with the V from *before* its update;
+- the official script's actor is Gaussian unless `iql_deterministic=True` (its default is
+  False); the issue and paper text ask for the deterministic actor, which is the default here;
+- critics use PyTorch's default init, not the EDAC init (bias 0.1, last layer U(+-3e-3));
+- the quantile interpolates linearly between ensemble members (`torch.quantile`, as the official
+  code does); the critic loss is summed, not averaged, over the ensemble (a constant factor K);
+- the actor's cosine horizon is `max_steps` (1e6 here; the official script trains 3e6 updates).
 All critics are one `EnsembleMLP` (batched matmuls). No dropout (locomotion setting).
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -49,6 +69,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from roborl.core.config import rng
+from roborl.core.errors import ConfigError
 from roborl.core.interfaces import Algorithm, Batch, Policy
 from roborl.core.nn import ActionScaler, EnsembleMLP, activation, obs_tensor, polyak_update
 from roborl.core.spaces import flat_dim
@@ -60,6 +81,43 @@ def expectile_loss(diff: torch.Tensor, tau: float) -> torch.Tensor:
     """Mean of |tau - 1(u < 0)| u^2 over `diff` = target - prediction (IQL eq. 5)."""
     weight = torch.where(diff < 0, 1.0 - tau, tau)
     return (weight * diff.pow(2)).mean()
+
+
+def riql_huber_loss(diff: torch.Tensor, delta: float) -> torch.Tensor:
+    """Elementwise official-RIQL Huber: 0.5 u^2 / delta inside |u| < delta, |u| - delta/2 outside."""
+    return F.smooth_l1_loss(diff, torch.zeros_like(diff), beta=delta, reduction="none")
+
+
+# Official RIQL_config.get_config: (task, mode, corrupted field) -> (sigma, alpha, K);
+# the Huber threshold is delta = 1 / sigma^2.
+_RIQL_TABLE: dict[tuple[str, str], dict[str, tuple[float, float, int]]] = {
+    ("random", "obs"): {"halfcheetah": (0.1, 0.1, 5), "walker2d": (0.1, 0.25, 5), "hopper": (0.1, 0.25, 3)},
+    ("random", "action"): {"halfcheetah": (0.5, 0.25, 3), "walker2d": (0.5, 0.1, 5), "hopper": (0.1, 0.25, 5)},
+    ("random", "reward"): {"halfcheetah": (3.0, 0.25, 5), "walker2d": (3.0, 0.1, 5), "hopper": (1.0, 0.25, 3)},
+    ("random", "dynamics"): {"halfcheetah": (3.0, 0.25, 5), "walker2d": (1.0, 0.25, 3), "hopper": (1.0, 0.5, 5)},
+    ("adversarial", "obs"): {"halfcheetah": (0.1, 0.1, 5), "walker2d": (1.0, 0.25, 5), "hopper": (1.0, 0.25, 5)},
+    ("adversarial", "action"): {"halfcheetah": (1.0, 0.1, 5), "walker2d": (1.0, 0.1, 5), "hopper": (1.0, 0.25, 5)},
+    ("adversarial", "reward"): {"halfcheetah": (1.0, 0.1, 5), "walker2d": (3.0, 0.1, 5), "hopper": (0.1, 0.25, 5)},
+    ("adversarial", "dynamics"): {"halfcheetah": (1.0, 0.1, 5), "walker2d": (1.0, 0.25, 5), "hopper": (1.0, 0.5, 5)},
+}  # fmt: skip
+
+
+def riql_preset(name: str) -> dict[str, Any]:
+    """`"hopper/random/dynamics"` -> {huber_delta, quantile, num_critics} of the official table."""
+    parts = name.lower().split("/")
+    tasks = ("halfcheetah", "walker2d", "hopper")
+    if len(parts) == 3:
+        task, mode, fld = parts
+        task = task.split("-")[0]
+        row = _RIQL_TABLE.get((mode, fld), {})
+        if task in row:
+            sigma, alpha, k = row[task]
+            return {"huber_delta": 1.0 / sigma**2, "quantile": alpha, "num_critics": k}
+    raise ConfigError(
+        f"unknown RIQL preset {name!r}; accepted: '<task>/<mode>/<field>' with task in "
+        f"{', '.join(tasks)}, mode in random, adversarial and field in obs, action, reward, "
+        "dynamics (e.g. 'hopper/random/dynamics'), or null for the defaults."
+    )
 
 
 def ensemble_quantile(q: torch.Tensor, alpha: float) -> torch.Tensor:
@@ -87,6 +145,8 @@ class IQLConfig:
     deterministic_actor: bool = False
     huber_delta: float | None = None  # None = MSE (IQL); a number = Huber (RIQL)
     quantile: float | None = None  # None = min over critics (IQL); alpha (RIQL)
+    target_clip: list[float] | None = None  # [lo, hi] clamp of Q targets (RIQL: [-100, 1000])
+    obs_stats_with_next: bool = False  # obs mean/std over obs and next_obs together (RIQL)
 
 
 @dataclass
@@ -94,8 +154,12 @@ class RIQLConfig(IQLConfig):
     num_critics: int = field(default=5, metadata=rng(1, 64))
     normalize_obs: bool = True
     deterministic_actor: bool = True
+    normalize_reward: bool = False
     huber_delta: float | None = 1.0
     quantile: float | None = 0.25
+    target_clip: list[float] | None = field(default_factory=lambda: [-100.0, 1000.0])
+    obs_stats_with_next: bool = True
+    preset: str | None = None  # "<task>/<mode>/<field>": the official per-task sigma, alpha, K
 
 
 class Actor(nn.Module):
@@ -170,6 +234,10 @@ class IQL(Algorithm):
         super().__init__(observation_space, action_space, config, device)
         if not isinstance(action_space, gym.spaces.Box):
             raise TypeError(f"{self.name} needs a Box action space, got {action_space}")
+        preset = getattr(config, "preset", None)
+        if preset:
+            config = dataclasses.replace(config, **riql_preset(preset))
+            self.config = config
         cfg = config
         obs_dim, act_dim = flat_dim(observation_space), flat_dim(action_space)
         hidden = list(cfg.hidden_sizes)
@@ -201,6 +269,9 @@ class IQL(Algorithm):
             self.reward_scale.fill_(1000.0 / spread if spread > 1e-8 else 1.0)
         if self.config.normalize_obs:
             obs = np.asarray(dataset.observations, np.float64).reshape(len(dataset), -1)
+            if self.config.obs_stats_with_next:
+                nxt = np.asarray(dataset.next_observations, np.float64).reshape(len(dataset), -1)
+                obs = np.concatenate([obs, nxt])
             self.obs_mean.copy_(torch.as_tensor(obs.mean(0), dtype=torch.float32))
             self.obs_std.copy_(torch.as_tensor(obs.std(0) + 1e-3, dtype=torch.float32))
 
@@ -266,14 +337,14 @@ class IQL(Algorithm):
         with torch.no_grad():
             next_v = self.value(next_obs).squeeze(-1)[0]
             target = rewards + discount * (1.0 - batch.terminated) * next_v
+            if cfg.target_clip is not None:
+                target = target.clamp(cfg.target_clip[0], cfg.target_clip[1])
         q = self.critic(sa).squeeze(-1)
         tgt = target.expand_as(q)
         if cfg.huber_delta is None:
             critic_loss = F.mse_loss(q, tgt, reduction="none").mean(1).sum()
         else:
-            critic_loss = (
-                F.huber_loss(q, tgt, delta=cfg.huber_delta, reduction="none").mean(1).sum()
-            )
+            critic_loss = riql_huber_loss(q - tgt, cfg.huber_delta).mean(1).sum()
         self.critic_opt.zero_grad(set_to_none=True)
         critic_loss.backward()
         self.critic_opt.step()
