@@ -72,7 +72,8 @@ class RobotEnv(gym.Env):
             self._term_idx = self.driver.joints.index(joint)
             self._term_bound = float(term.get("abs_above", np.inf))
         self.reset_cfg = dict(self.cfg.get("reset") or {"mode": "wait", "wait_s": 0.0})
-        self.driver.on_estop(self.safety.trigger_estop)
+        self.commands_at_estop: int | None = None
+        self.driver.on_estop(self._on_estop)
         self.driver.connect(float(self.cfg.get("connect_timeout_s", 10.0)))
         self._reset_pub = None
         if self.reset_cfg.get("mode") == "topic":
@@ -142,8 +143,15 @@ class RobotEnv(gym.Env):
         info = {"held": decision.held, "safety_cause": decision.cause, "state_age_s": age}
         return obs, 1.0, terminated, truncated, info
 
+    def _on_estop(self, cause: str) -> None:
+        """Latch, noting how many commands had gone out (proof that none follow the latch)."""
+        if not self.safety.estopped:
+            self.commands_at_estop = self.driver.sent
+        self.safety.trigger_estop(cause)
+
     def reset_estop(self) -> None:
         self.safety.reset_estop()
+        self.commands_at_estop = None
 
     def close(self) -> None:
         self.driver.stop()

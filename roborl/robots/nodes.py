@@ -14,7 +14,6 @@ statistics to `stats=PATH`.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sys
 import time
@@ -195,7 +194,7 @@ def sim_robot(argv: list[str]) -> int:
         commands=state["commands"],
         rejected_commands=state["rejected"],
     )
-    _exit_now(0)
+    transport.close()
     return 0
 
 
@@ -273,7 +272,13 @@ def deploy(argv: list[str]) -> int:
         ticks.append(tick)
         if env.safety.estopped:
             if not reported_estop:
-                _event(event="estop", cause=env.safety.estop_cause, t=tick - t0)
+                _event(
+                    event="estop",
+                    cause=env.safety.estop_cause,
+                    t=tick - t0,
+                    commands_at_estop=env.commands_at_estop,
+                    commands_sent=driver.sent,
+                )
                 reported_estop = True
             continue
         obs, age = driver.observation()
@@ -295,8 +300,10 @@ def deploy(argv: list[str]) -> int:
                 code = 3
                 break
     elapsed = time.monotonic() - t0
-    if not env.safety.estopped:
-        driver.stop()  # final hold command; the transport is torn down by process exit
+    if env.safety.estopped:
+        driver.close()  # latched: not even a final stop command goes out
+    else:
+        env.close()  # final hold command, then an orderly DDS teardown
 
     def pct(xs: list[float], q: float) -> float | None:
         return float(np.percentile(np.asarray(xs) * 1e3, q)) if xs else None
@@ -314,6 +321,7 @@ def deploy(argv: list[str]) -> int:
         "last_state_error": driver.last_error,
         "interventions": dict(env.safety.interventions),
         "estop": env.safety.estopped,
+        "commands_at_estop": env.commands_at_estop,
         "elapsed_s": elapsed,
     }
     _event(event="done", exit_code=code, **stats)
@@ -321,16 +329,7 @@ def deploy(argv: list[str]) -> int:
         tmp = Path(str(cfg["stats"]) + ".tmp")
         tmp.write_text(json.dumps(stats, indent=1))
         tmp.replace(cfg["stats"])
-    _exit_now(code)
     return code
-
-
-def _exit_now(code: int) -> None:
-    """Leave without tearing down DDS entities: deleting a reader while its listener thread
-    waits for the GIL deadlocks Cyclone's Python binding, and the OS frees it all anyway."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
 
 
 def _guard(fn: Any) -> Any:
@@ -339,7 +338,7 @@ def _guard(fn: Any) -> Any:
             return fn(argv)
         except (RoborlError, RobotError) as exc:
             print(f"roborl: error: {exc}", file=sys.stderr)
-            _exit_now(2)
+            return 2  # transports still open are closed by their atexit hook
 
     run.__doc__ = fn.__doc__
     return run
