@@ -3,8 +3,10 @@
 `sim-robot` serves a MuJoCo env from the registry like a ros2_control robot: it publishes
 sensor_msgs/JointState on /joint_states after every physics step, applies the latest
 std_msgs/Float64MultiArray from `/<controller>/commands`, steps at `rate_hz` env steps per
-second (1/env.dt is real time; more is faster than real time), resets when the task ends or a
-std_msgs/Bool True arrives on `/sim_robot/reset`, and prints one JSON line per episode.
+second (1/env.dt is real time; more is faster than real time), publishes the terminal state
+when the task ends and then resets on the next tick (`on_terminate=reset`) or stays frozen in
+it until a std_msgs/Bool True arrives on `/sim_robot/reset` (`on_terminate=hold`, like a real
+robot that needs its reset routine), and prints one JSON line per episode.
 
 `deploy` loads a checkpoint's policy and runs it at a fixed rate through the safety layer,
 printing JSON events (start, watchdog_stop, estop, done) and writing control-loop latency
@@ -79,7 +81,8 @@ def _joint_table(model: Any) -> list[tuple[str, int, int]]:
 
 
 def sim_robot(argv: list[str]) -> int:
-    """`roborl sim-robot env=inverted_pendulum [rate_hz=N] [controller=NAME] [duration_s=S]`."""
+    """`roborl sim-robot env=inverted_pendulum [rate_hz=N] [controller=NAME] [duration_s=S]
+    [on_terminate=reset|hold]`."""
     from roborl.core.envs import make_env
     from roborl.core.plugins import get_host
     from roborl.robots import msgs
@@ -95,8 +98,14 @@ def sim_robot(argv: list[str]) -> int:
             "seed": 0,
             "transport": "auto",
             "reset_topic": "/sim_robot/reset",
+            "on_terminate": "reset",
         },
     )
+    if cfg["on_terminate"] not in ("reset", "hold"):
+        raise ConfigError(
+            f"on_terminate={cfg['on_terminate']!r}: accepted are reset (start a new episode "
+            "on the next tick) and hold (freeze in the terminal state until a reset request)."
+        )
     host = get_host()
     env = make_env(host.registry, {"env": cfg["env"]}, seed=int(cfg["seed"]))
     env.reset(seed=int(cfg["seed"]))
@@ -112,7 +121,7 @@ def sim_robot(argv: list[str]) -> int:
     publish = transport.publisher("/joint_states", msgs.JointState)
     command = np.zeros(n_act)
     pending_reset = [False]
-    state = {"commands": 0, "rejected": 0}
+    state = {"commands": 0, "rejected": 0, "reset_requests": 0}
 
     def on_command(msg: msgs.Float64MultiArray) -> None:
         data = np.asarray(msg.data, dtype=np.float64)
@@ -146,6 +155,7 @@ def sim_robot(argv: list[str]) -> int:
     t_end = time.monotonic() + float(cfg["duration_s"]) if cfg["duration_s"] else float("inf")
     next_tick = time.monotonic()
     ep_len, ep_ret, episodes = 0, 0.0, 0
+    reset_next, frozen = False, False
     next_status = time.monotonic() + 1.0
     while not stop[0] and time.monotonic() < t_end:
         if time.monotonic() >= next_status:
@@ -153,22 +163,30 @@ def sim_robot(argv: list[str]) -> int:
             _event(event="status", current_episode_length=ep_len, commands=state["commands"])
         if pending_reset[0]:
             pending_reset[0] = False
+            state["reset_requests"] += 1
             _event(event="episode", length=ep_len, ret=ep_ret, cause="reset_request")
+            reset_next = True
+        if reset_next:
             env.reset()
             ep_len, ep_ret = 0, 0.0
-        _, reward, terminated, truncated, _ = env.step(command.astype(np.float32))
-        ep_len += 1
-        ep_ret += float(reward)
-        if terminated or truncated:
-            episodes += 1
-            _event(
-                event="episode",
-                length=ep_len,
-                ret=ep_ret,
-                cause="terminated" if terminated else "truncated",
-            )
-            env.reset()
-            ep_len, ep_ret = 0, 0.0
+            reset_next, frozen = False, False
+        if not frozen:
+            _, reward, terminated, truncated, _ = env.step(command.astype(np.float32))
+            ep_len += 1
+            ep_ret += float(reward)
+            if terminated or truncated:
+                episodes += 1
+                _event(
+                    event="episode",
+                    length=ep_len,
+                    ret=ep_ret,
+                    cause="terminated" if terminated else "truncated",
+                )
+                # The terminal state goes out on the wire first, as a real robot's would.
+                if terminated and cfg["on_terminate"] == "hold":
+                    frozen = True
+                else:
+                    reset_next = True
         qpos, qvel = base.data.qpos, base.data.qvel
         qfrc = base.data.qfrc_actuator
         now = time.time()
@@ -193,6 +211,7 @@ def sim_robot(argv: list[str]) -> int:
         episodes_ended=episodes,
         commands=state["commands"],
         rejected_commands=state["rejected"],
+        reset_requests=state["reset_requests"],
     )
     transport.close()
     return 0
