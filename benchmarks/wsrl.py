@@ -18,6 +18,10 @@ numbers show that the pipeline runs and compare methods at equal budget, not the
 results. Every reduced setting is written into the JSON.
 
     python benchmarks/wsrl.py --tasks InvertedPendulum-v5 Hopper-v5 --seeds 0 1 2
+    python benchmarks/wsrl.py --tasks InvertedPendulum-v5 --dataset IP-medium-replay.npz
+
+`--dataset` uses an existing dataset (e.g. `roborl dataset collect quality=medium-replay`)
+instead of the generated random one.
 """
 
 from __future__ import annotations
@@ -120,6 +124,9 @@ def main() -> None:
     p.add_argument("--tasks", nargs="+", default=["InvertedPendulum-v5", "Hopper-v5"])
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     p.add_argument("--dataset-size", type=int, default=5000)
+    p.add_argument("--dataset", default=None,
+                   help="an existing dataset (e.g. from `roborl dataset collect quality="
+                        "medium-replay`) instead of a generated random one (one task only)")  # fmt: skip
     p.add_argument("--pretrain-steps", type=int, default=500)
     p.add_argument("--online-steps", type=int, default=1500)
     p.add_argument("--warmup-steps", type=int, default=250)
@@ -141,7 +148,10 @@ def main() -> None:
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {}
     t_all = time.time()
     for task in args.tasks:
-        data = random_dataset(task, args.dataset_size, out / f"{task}_random.npz")
+        if args.dataset:
+            data = Path(args.dataset)
+        else:
+            data = random_dataset(task, args.dataset_size, out / f"{task}_random.npz")
         for method in METHODS:
             for seed in args.seeds:
                 res = run_one(host, args, task, method, seed, data, out / "runs")
@@ -159,7 +169,7 @@ def main() -> None:
         "benchmark": "wsrl",
         "machine": "2-core CPU, shared with other jobs",
         "settings": vars(args),
-        "dataset": "uniform-random policy, generated here",
+        "dataset": args.dataset or "uniform-random policy, generated here",
         "deviations_from_paper": f"pretrain 1M->{args.pretrain_steps} steps, batch 1024->{args.batch_size}, UTD 4->{args.utd}, hidden "
         f"256x256->{args.hidden}, online budget {args.online_steps} env steps, warm-up 5000->{args.warmup_steps}",
         "summary_iqm_ci95": summary,
