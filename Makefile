@@ -20,6 +20,8 @@ $(STAMP): pyproject.toml constraints.txt Makefile
 	touch $(STAMP)
 
 install: $(STAMP)
+	# System packages + the Fast DDS peer for tests/robots (idempotent; skips when built).
+	scripts/build_fastdds_peer.sh
 
 train: install
 	$(BIN)/roborl train
