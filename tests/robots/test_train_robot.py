@@ -63,6 +63,7 @@ def test_train_sac_against_sim_robot_over_dds(ros_env, nodes, tmp_path) -> None:
     assert "sac on robot:ros2, 300 steps" in train.stdout
     sim.proc.terminate()
     stop = sim.wait_event("sim_robot_stop", 60)
+    assert sim.proc.wait(timeout=60) == 0  # an orderly DDS teardown, not a hang or crash
 
     # The run directory contract.
     summary = json.loads((run_dir / "summary.json").read_text())
