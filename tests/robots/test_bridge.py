@@ -236,3 +236,31 @@ def test_dds_driver_round_trip_and_malformed_state_never_updates(ros_env) -> Non
         stop[0] = True
         driver.close()
         robot.close()
+
+
+def test_callback_error_does_not_stop_dispatch_and_close_is_final(ros_env) -> None:
+    """A raising callback is logged and later samples still arrive; a closed transport refuses
+    new endpoints with a RobotError instead of touching deleted DDS entities."""
+    pub_side = DDSTransport("pub_side")
+    sub_side = DDSTransport("sub_side")
+    pub = pub_side.publisher("/flaky", msgs.Bool)
+    got: list[bool] = []
+
+    def flaky(msg: msgs.Bool) -> None:
+        got.append(msg.data)
+        if len(got) == 1:
+            raise ValueError("first sample breaks the callback")
+
+    sub_side.subscribe("/flaky", msgs.Bool, flaky)
+    try:
+        deadline = time.monotonic() + 30
+        while len(got) < 3 and time.monotonic() < deadline:
+            pub(msgs.Bool(True))
+            time.sleep(0.02)
+        assert len(got) >= 3  # the dispatcher survived the exception
+    finally:
+        sub_side.close()
+        pub_side.close()
+    sub_side.close()  # idempotent
+    with pytest.raises(RobotError, match="is closed"):
+        sub_side.publisher("/flaky", msgs.Bool)
