@@ -62,7 +62,7 @@ def run_roborl(algo_name: str, env_id: str, corr: str, path: str, a: dict, seed:
     ds = load_file(path)
     torch.manual_seed(seed)
     cfg: dict[str, Any] = {"name": algo_name, "max_steps": a["updates"]}
-    if algo_name == "riql" and corr != "clean":
+    if algo_name == "riql" and corr != "clean" and a.get("riql_preset", True):
         cfg["preset"] = f"{TASK_KEYS[env_id.split('-')[0]]}/random/{corr}"
     algo = build_algorithm(get_host(), cfg, ds.observation_space, ds.action_space, "cpu")
     algo.prepare(ds)
@@ -184,6 +184,8 @@ def main() -> None:
     p.add_argument("--eval-episodes", type=int, default=10)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--no-riql-preset", dest="riql_preset", action="store_false",
+                   help="RIQL with its defaults on corrupted cells too (an ablation)")  # fmt: skip
     p.add_argument("--peer-iql", default=None, help="path of CORL's algorithms/offline/iql.py")
     p.add_argument("--data-dir", default="/tmp/roborl_offline_bench")
     p.add_argument("--out", default="benchmarks/results/offline.json")
@@ -234,7 +236,7 @@ def main() -> None:
                     jobs.append((s, algo, env_id, corr, str(path)))
     jobs.sort(key=lambda j: j[0])
     opts = {"updates": a.updates, "eval_episodes": a.eval_episodes, "threads": a.threads,
-            "peer_iql": a.peer_iql}  # fmt: skip
+            "peer_iql": a.peer_iql, "riql_preset": a.riql_preset}  # fmt: skip
     with ProcessPoolExecutor(a.workers) as pool:
         futs = [pool.submit(cell, algo, e, c, path, opts, s) for s, algo, e, c, path in jobs]
         for fut in as_completed(futs):
