@@ -1,0 +1,18 @@
+"""SAC-Lagrangian plugin: SAC with a cost critic and a learned Lagrange multiplier."""
+
+from __future__ import annotations
+
+from roborl.core.hookspecs import hookimpl
+from roborl.plugins.sac_lagrangian.sac_lagrangian import SACLagrangian, SACLagrangianConfig
+
+__all__ = ["SACLagrangian", "SACLagrangianConfig"]
+
+
+@hookimpl
+def roborl_algorithms() -> dict[str, type]:
+    return {"sac_lagrangian": SACLagrangian}
+
+
+@hookimpl
+def roborl_config_dirs() -> list[str]:
+    return ["pkg://roborl.plugins.sac_lagrangian.configs"]
