@@ -3,13 +3,18 @@
 Same env-step budget, seeds, eval protocol (deterministic policy, N episodes) for every method;
 final return aggregated over seeds with rliable's interquartile mean and 95% stratified bootstrap
 CIs, per env (returns are not normalised across envs). Writes benchmarks/results/learning.json
-and learning.png. Usage: python benchmarks/learning.py --steps 100000 --seeds 3
+and learning.png. Each (method, env, seed) cell runs in its own worker process (`--jobs` at a
+time, one torch thread each); finished cells are appended to learning_partial.jsonl so an
+interrupted run keeps what it finished. Usage:
+
+    nice python benchmarks/learning.py --steps 100000 --seeds 3 --jobs 2
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing as mp
 import tempfile
 import time
 from pathlib import Path
@@ -22,7 +27,12 @@ OUT = Path(__file__).parent / "results"
 ENVS = {"halfcheetah": "HalfCheetah-v5", "hopper": "Hopper-v5"}
 
 
-def run_roborl(algo: str, env_id: str, seed: int, steps: int, eval_every: int, episodes: int):
+METHODS = ("dsac_t", "sac", "sb3_sac")
+
+
+def run_roborl(
+    algo: str, env_id: str, seed: int, steps: int, eval_every: int, episodes: int, starts: int
+):
     from roborl.core.plugins import PluginHost
     from roborl.core.runner import Runner
 
@@ -30,9 +40,9 @@ def run_roborl(algo: str, env_id: str, seed: int, steps: int, eval_every: int, e
     host.load_entry_points()
     cfg = {
         "algo": {"name": algo}, "env": {"id": env_id}, "seed": seed, "total_steps": steps,
-        "learning_starts": min(5000, steps // 4), "eval_every": eval_every,
+        "learning_starts": starts, "eval_every": eval_every,
         "eval_episodes": episodes, "checkpoint_every": steps, "log_every": eval_every,
-        "progress": False,
+        "progress": False, "torch_threads": 1,
     }  # fmt: skip
     d = Path(tempfile.mkdtemp()) / f"{algo}_{seed}"
     Runner(cfg, d, host).execute()
@@ -44,7 +54,7 @@ def run_roborl(algo: str, env_id: str, seed: int, steps: int, eval_every: int, e
     return curve
 
 
-def run_sb3(env_id: str, seed: int, steps: int, eval_every: int, episodes: int):
+def run_sb3(env_id: str, seed: int, steps: int, eval_every: int, episodes: int, starts: int):
     from stable_baselines3 import SAC
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.evaluation import evaluate_policy
@@ -59,9 +69,22 @@ def run_sb3(env_id: str, seed: int, steps: int, eval_every: int, episodes: int):
                 curve.append((self.num_timesteps, float(m)))
             return True
 
-    model = SAC("MlpPolicy", env, seed=seed, learning_starts=min(5000, steps // 4), verbose=0)
+    model = SAC("MlpPolicy", env, seed=seed, learning_starts=starts, verbose=0)
     model.learn(steps, callback=Eval())
     return curve
+
+
+def run_cell(args: tuple) -> tuple[str, int, list, float]:
+    """One (method, env, seed) run in a worker process; returns its eval curve."""
+    method, env, seed, steps, ev, episodes, starts = args
+    torch.set_num_threads(1)
+    t0 = time.time()
+    if method == "sb3_sac":
+        torch.manual_seed(seed)
+        c = run_sb3(ENVS[env], seed, steps, ev, episodes, starts)
+    else:
+        c = run_roborl(method, ENVS[env], seed, steps, ev, episodes, starts)
+    return f"{method}/{env}", seed, c, time.time() - t0
 
 
 def main() -> None:
@@ -71,29 +94,39 @@ def main() -> None:
     p.add_argument("--eval-every", type=int, default=None)
     p.add_argument("--episodes", type=int, default=5)
     p.add_argument("--envs", nargs="+", default=list(ENVS))
+    p.add_argument("--jobs", type=int, default=1, help="cells run in parallel processes")
+    p.add_argument("--learning-starts", type=int, default=None, help="default min(5000, steps/4)")
+    p.add_argument("--out", default="learning", help="results file stem")
     a = p.parse_args()
     torch.set_num_threads(1)
     ev = a.eval_every or max(a.steps // 10, 1)
-    curves: dict[str, dict[str, list]] = {}
+    starts = a.learning_starts if a.learning_starts is not None else min(5000, a.steps // 4)
+    cells = [
+        (m, env, seed, a.steps, ev, a.episodes, starts)
+        for seed in range(a.seeds)
+        for env in a.envs
+        for m in METHODS
+    ]
+    curves: dict[str, dict[int, list]] = {f"{m}/{env}": {} for env in a.envs for m in METHODS}
+    cell_s: dict[str, list[float]] = {k: [] for k in curves}
     t0 = time.time()
-    for env in a.envs:
-        for method in ("dsac_t", "sac", "sb3_sac"):
-            key = f"{method}/{env}"
-            curves[key] = []
-            for seed in range(a.seeds):
-                if method == "sb3_sac":
-                    c = run_sb3(ENVS[env], seed, a.steps, ev, a.episodes)
-                else:
-                    c = run_roborl(method, ENVS[env], seed, a.steps, ev, a.episodes)
-                curves[key].append(c)
-                print(f"{key} seed {seed}: final {c[-1][1]:.1f} ({time.time() - t0:.0f}s)")
+    OUT.mkdir(exist_ok=True)
+    partial = OUT / f"{a.out}_partial.jsonl"
+    partial.write_text("")
+    with mp.get_context("spawn").Pool(a.jobs, maxtasksperchild=1) as pool:
+        for key, seed, c, wall in pool.imap_unordered(run_cell, cells):
+            curves[key][seed] = c
+            cell_s[key].append(wall)
+            with partial.open("a") as f:
+                f.write(json.dumps({"cell": key, "seed": seed, "wall_s": wall, "curve": c}) + "\n")
+            print(f"{key} seed {seed}: final {c[-1][1]:.1f} ({time.time() - t0:.0f}s)", flush=True)
+    curves = {k: [v[s] for s in sorted(v)] for k, v in curves.items()}  # type: ignore[misc]
     from rliable import library as rly
     from rliable import metrics
 
     summary = {}
     for env in a.envs:
-        scores = {m: np.array([[c[-1][1]] for c in curves[f"{m}/{env}"]]) for m in
-                  ("dsac_t", "sac", "sb3_sac")}  # fmt: skip
+        scores = {m: np.array([[c[-1][1]] for c in curves[f"{m}/{env}"]]) for m in METHODS}
         point, ci = rly.get_interval_estimates(
             scores, lambda x: np.array([metrics.aggregate_iqm(x)]), reps=2000
         )
@@ -102,10 +135,10 @@ def main() -> None:
             for m in scores
         }
     res = {"steps": a.steps, "seeds": a.seeds, "eval_every": ev, "eval_episodes": a.episodes,
-           "torch_threads": 1, "wall_s": time.time() - t0, "final_return_iqm": summary,
+           "learning_starts": starts, "torch_threads": 1, "jobs": a.jobs,
+           "wall_s": time.time() - t0, "cell_wall_s": cell_s, "final_return_iqm": summary,
            "curves": curves}  # fmt: skip
-    OUT.mkdir(exist_ok=True)
-    (OUT / "learning.json").write_text(json.dumps(res, indent=2))
+    (OUT / f"{a.out}.json").write_text(json.dumps(res, indent=2))
     import matplotlib
 
     matplotlib.use("Agg")
@@ -113,7 +146,7 @@ def main() -> None:
 
     fig, axes = plt.subplots(1, len(a.envs), figsize=(5 * len(a.envs), 3.5), squeeze=False)
     for ax, env in zip(axes[0], a.envs):
-        for m in ("dsac_t", "sac", "sb3_sac"):
+        for m in METHODS:
             arr = np.array([[r for _, r in c] for c in curves[f"{m}/{env}"]])
             x = [s for s, _ in curves[f"{m}/{env}"][0]]
             ax.plot(x, arr.mean(0), label=m)
@@ -123,7 +156,7 @@ def main() -> None:
         ax.set_ylabel("eval return")
         ax.legend()
     fig.tight_layout()
-    fig.savefig(OUT / "learning.png", dpi=100)
+    fig.savefig(OUT / f"{a.out}.png", dpi=100)
     print(json.dumps(summary, indent=2))
 
 

@@ -26,10 +26,17 @@ arXiv 2310.05858 (DSAC-v2), and the defaults of the official implementation
   -log_alpha (log pi + target_entropy) with target entropy -dim(A); Polyak tau = 0.005.
 - Defaults: MLP 256x3 with GELU, lr 1e-4 (actor, critic), 3e-4 (alpha), batch 256, gamma 0.99.
 
+- Gradient timing as in the official `__compute_gradient`/`__update`: every gradient is
+  computed from the pre-step networks on the same batch (here in one backward pass: the actor
+  sees the critics through detached weights), then the critics step, and on every
+  `delay_update`-th call the actor and temperature step and the targets move.
+
 Deviations: the official code computes std = softplus(raw); here the critic outputs a log-std
 clamped to [-5, 4] (the issue's "log-std bounded"), which is equally positive and keeps the
-std away from 0. The two critics run as one batched ensemble. Everything else follows the
-official code.
+std away from 0. The two critics run as one batched ensemble, and the three official Adams
+are one Adam with per-network learning rates (identical updates). The official code computes
+the actor gradient on every call and discards it on non-delayed calls; here it is computed
+only when it is applied. Everything else follows the official code.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from roborl.core.compile import CompiledCall, fused_adam_kwargs
 from roborl.core.config import rng
 from roborl.core.interfaces import Algorithm, Batch, Policy
 from roborl.core.nn import ActionScaler, EnsembleMLP, obs_tensor, polyak_update
@@ -72,6 +80,9 @@ class DSACTConfig:
     target_entropy: float | None = None
     delay_update: int = field(default=2, metadata=rng(1, None))
     buffer_size: int = field(default=1_000_000, metadata=rng(1, None))
+    compile: bool = False  # torch.compile of the losses; eager fallback with a warning
+    compile_mode: str | None = None
+    cudagraphs: bool = False  # CUDA only
 
 
 def dsac_t_targets(
@@ -153,12 +164,29 @@ class DSACT(Algorithm):
         self.target_entropy = float(
             cfg.target_entropy if cfg.target_entropy is not None else -act_dim
         )
-        adam = {"foreach": True} if self.device.type == "cpu" else {"fused": True}
-        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr, **adam)
-        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr, **adam)
-        self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_lr)
+        groups = [
+            {"params": list(self.critic.parameters()), "lr": cfg.critic_lr},
+            {"params": list(self.actor.parameters()), "lr": cfg.actor_lr},
+        ]
+        if cfg.autotune_alpha:
+            groups.append({"params": [self.log_alpha], "lr": cfg.alpha_lr})
+        # One (fused) Adam with per-network learning rates: identical to the official code's
+        # three Adams, since Adam is per-parameter and skips parameters without gradients.
+        self.optimizer = torch.optim.Adam(groups, **fused_adam_kwargs(self.device))
         self.sigma_bar = torch.full((2,), -1.0, device=self.device)  # < 0: not yet initialised
         self.updates = 0
+        self.act_dim = act_dim
+        self._gamma = torch.tensor(cfg.gamma, device=self.device)
+        self._params = [*self.critic.parameters(), *self.actor.parameters()]
+        self._target_params = [*self.critic_target.parameters(), *self.actor_target.parameters()]
+        self._loss_call = CompiledCall(
+            self._losses,
+            enabled=cfg.compile,
+            mode=cfg.compile_mode,
+            cudagraphs=cfg.cudagraphs,
+            device=self.device,
+            name="dsac_t",
+        )
 
     def distribution(self, obs: torch.Tensor, unit_actions: torch.Tensor, target: bool = False):
         """(mean, std), each (2, B)."""
@@ -175,58 +203,97 @@ class DSACT(Algorithm):
     def policy(self) -> Policy:
         return SquashedGaussianPolicy(self.actor, self.observation_space, self.action_space)
 
-    def update(self, batch: Batch) -> dict[str, float]:
-        cfg = self.config
-        obs, next_obs = batch.obs.flatten(1), batch.next_obs.flatten(1)
-        actions = self.scaler.to_unit(batch.actions)
-        alpha = self.log_alpha.exp().detach()
-        discount = cfg.gamma if batch.discount is None else batch.discount
+    def _losses(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        rewards: torch.Tensor,
+        next_obs: torch.Tensor,
+        terminated: torch.Tensor,
+        discount: torch.Tensor,
+        noise: torch.Tensor,
+        q_noise: torch.Tensor,
+        with_actor: bool,
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Critic loss (+ actor and temperature losses when `with_actor`) and metrics.
 
+        A pure tensor function (the actor noise (2B, A) and the return-sample noise (2, B)
+        come in as arguments) so it can be compiled. The actor sees the critics through
+        detached weights, i.e. the pre-step critics, as in the official code, which computes
+        all gradients before stepping any optimiser. The new sigma_bar is returned in the
+        metrics and stored by the caller.
+        """
+        b = obs.shape[0]
+        alpha_t = self.log_alpha.exp()
+        alpha = alpha_t.detach()
         mean, std = self.distribution(obs, actions)
         with torch.no_grad():
-            batch_std = std.detach().mean(-1)
-            if bool((self.sigma_bar < 0).any()):
-                self.sigma_bar.copy_(batch_std)
-            else:
-                self.sigma_bar.lerp_(batch_std, cfg.tau_b)
-            next_a, next_logp = self.actor_target.sample(next_obs)
+            batch_std = std.mean(-1)
+            # first update: sigma_bar starts at the batch mean (official code); then EMA tau_b
+            sigma_bar = torch.where(
+                self.sigma_bar < 0, batch_std, self.sigma_bar.lerp(batch_std, self.config.tau_b)
+            )
+            next_a, next_logp = self.actor_target.sample(next_obs, noise[b:])
             next_mean, next_std = self.distribution(next_obs, next_a, target=True)
             targets = dsac_t_targets(
-                batch.rewards, batch.terminated, discount, next_mean, next_std, next_logp,
-                alpha, mean.detach(), self.sigma_bar, torch.randn_like(next_mean),
+                rewards, terminated, discount, next_mean, next_std, next_logp,
+                alpha, mean.detach(), sigma_bar, q_noise,
             )  # fmt: skip
         critic_loss, ratio = dsac_t_critic_loss(
-            mean, std, self.sigma_bar, targets["target"], targets["target_bound"]
+            mean, std, sigma_bar, targets["target"], targets["target_bound"]
         )
-        self.critic_opt.zero_grad(set_to_none=True)
-        critic_loss.backward()
-        self.critic_opt.step()
-        self.updates += 1
-        metrics: dict[str, Any] = {
+        metrics: dict[str, torch.Tensor] = {
             "critic_loss": critic_loss.detach(),
             "q_mean": mean.detach().mean(),
             "q_std": std.detach().mean(),
-            "sigma_bar": self.sigma_bar.mean(),
+            "sigma_bar": sigma_bar.mean(),
             "weight_mean": ratio.mean(),
             "alpha": alpha,
+            "_sigma_bar": sigma_bar,
         }
-        if self.updates % cfg.delay_update == 0:
-            pi_a, logp = self.actor.sample(obs)
+        loss = critic_loss
+        if with_actor:
+            pi_a, logp = self.actor.sample(obs, noise[:b])
             out = self.critic(torch.cat([obs, pi_a], -1), detach=True)
             actor_loss = (alpha * logp - out[..., 0].min(0).values).mean()
-            self.actor_opt.zero_grad(set_to_none=True)
-            actor_loss.backward()
-            self.actor_opt.step()
-            if cfg.autotune_alpha:
-                alpha_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
-                self.alpha_opt.zero_grad(set_to_none=True)
-                alpha_loss.backward()
-                self.alpha_opt.step()
-            polyak_update(self.critic_target.parameters(), self.critic.parameters(), cfg.tau)
-            polyak_update(self.actor_target.parameters(), self.actor.parameters(), cfg.tau)
+            loss = loss + actor_loss
+            if self.config.autotune_alpha:
+                loss = loss - self.log_alpha * (logp.detach() + self.target_entropy).mean()
             metrics["actor_loss"] = actor_loss.detach()
             metrics["entropy"] = -logp.detach().mean()
+        return loss, metrics
+
+    def update(self, batch: Batch) -> dict[str, torch.Tensor]:
+        """One critic step; actor, temperature and targets every `delay_update` steps."""
+        cfg = self.config
+        obs, next_obs = batch.obs.flatten(1), batch.next_obs.flatten(1)
+        actions = self.scaler.to_unit(batch.actions)
+        discount = self._gamma if batch.discount is None else batch.discount
+        self.updates += 1
+        with_actor = self.updates % cfg.delay_update == 0
+        b = obs.shape[0]
+        noise = torch.randn(2 * b, self.act_dim, device=self.device)
+        q_noise = torch.randn(2, b, device=self.device)
+        self.optimizer.zero_grad(set_to_none=True)
+        _, metrics = self._loss_call(
+            obs, actions, batch.rewards, next_obs, batch.terminated, discount, noise, q_noise,
+            with_actor, after=self._backward, reset=self._zero_grad,
+        )  # fmt: skip
+        # Parameters without gradients (the actor and log_alpha on critic-only steps) are
+        # skipped by Adam, so one optimiser steps the critics every call and the rest on
+        # delayed calls.
+        self.optimizer.step()
+        self.sigma_bar.copy_(metrics.pop("_sigma_bar"))
+        if with_actor:
+            polyak_update(self._target_params, self._params, cfg.tau)
         return metrics
+
+    @staticmethod
+    def _backward(out: tuple[torch.Tensor, Any]) -> None:
+        out[0].backward()
+
+    def _zero_grad(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -236,9 +303,7 @@ class DSACT(Algorithm):
             "critic_target": self.critic_target.state_dict(),
             "log_alpha": self.log_alpha.detach().clone(),
             "sigma_bar": self.sigma_bar.clone(),
-            "critic_opt": self.critic_opt.state_dict(),
-            "actor_opt": self.actor_opt.state_dict(),
-            "alpha_opt": self.alpha_opt.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
             "updates": self.updates,
         }
 
@@ -248,7 +313,6 @@ class DSACT(Algorithm):
         with torch.no_grad():
             self.log_alpha.copy_(state["log_alpha"])
             self.sigma_bar.copy_(state["sigma_bar"])
-        for key in ("critic_opt", "actor_opt", "alpha_opt"):
-            if key in state:
-                getattr(self, key).load_state_dict(state[key])
+        if "optimizer" in state:
+            self.optimizer.load_state_dict(state["optimizer"])
         self.updates = int(state.get("updates", 0))

@@ -44,6 +44,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from roborl.core.compile import CompiledCall, fused_adam_kwargs
 from roborl.core.config import rng
 from roborl.core.interfaces import Algorithm, Batch, Policy
 from roborl.core.nn import ActionScaler, EnsembleMLP, activation, obs_tensor, polyak_update
@@ -72,6 +73,10 @@ class SACConfig:
     target_update_every: int = field(default=1, metadata=rng(1, None))
     # n-step returns (1 = the paper's one-step target); the runner samples them via the buffer
     n_step: int = field(default=1, metadata=rng(1, 100))
+    # torch.compile of the loss (forward + backward graphs); falls back to eager with a warning
+    compile: bool = False
+    compile_mode: str | None = None  # None = inductor's default; "max-autotune-no-cudagraphs"...
+    cudagraphs: bool = False  # CUDA only ("reduce-overhead"); ignored with a warning elsewhere
 
 
 class TanhGaussianActor(nn.Module):
@@ -89,11 +94,15 @@ class TanhGaussianActor(nn.Module):
         mean, log_std = self.head(self.net(obs)).chunk(2, dim=-1)
         return mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
 
-    def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """A reparameterised tanh-Gaussian sample in [-1, 1] and its log-likelihood."""
+    def sample(
+        self, obs: torch.Tensor, noise: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """A reparameterised tanh-Gaussian sample in [-1, 1] and its log-likelihood; `noise`
+        (standard normal, like the mean) may be given so a compiled caller stays comparable."""
         mean, log_std = self(obs)
         std = log_std.exp()
-        noise = torch.randn_like(mean)
+        if noise is None:
+            noise = torch.randn_like(mean)
         pre_tanh = mean + std * noise
         action = torch.tanh(pre_tanh)
         # log N(pre_tanh; mean, std) - sum log(1 - tanh^2), the latter in a stable form.
@@ -160,7 +169,7 @@ class SAC(Algorithm):
         self.target_entropy = float(
             cfg.target_entropy if cfg.target_entropy is not None else -act_dim
         )
-        adam = {"foreach": True} if self.device.type == "cpu" else {"fused": True}
+        adam = fused_adam_kwargs(self.device)
         groups = [
             {"params": list(self.actor.parameters()), "lr": cfg.actor_lr},
             {"params": list(self.critic.parameters()), "lr": cfg.critic_lr},
@@ -171,6 +180,17 @@ class SAC(Algorithm):
         # per-parameter), but one fused step.
         self.optimizer = torch.optim.Adam(groups, **adam)
         self.updates = 0
+        self._gamma = torch.tensor(cfg.gamma, device=self.device)
+        self._params = list(self.critic.parameters())
+        self._target_params = list(self.critic_target.parameters())
+        self._loss_call = CompiledCall(
+            self._losses,
+            enabled=cfg.compile,
+            mode=cfg.compile_mode,
+            cudagraphs=cfg.cudagraphs,
+            device=self.device,
+            name="sac",
+        )
 
     # -- acting ------------------------------------------------------------------------------
 
@@ -191,49 +211,68 @@ class SAC(Algorithm):
         """(num_critics, B) Q-values; actions in [-1, 1]."""
         return self.critic(torch.cat([obs, unit_actions], -1), detach).squeeze(-1)
 
-    def update(self, batch: Batch) -> dict[str, float]:
-        cfg = self.config
-        obs, next_obs = batch.obs.flatten(1), batch.next_obs.flatten(1)
-        actions = self.scaler.to_unit(batch.actions)
-        alpha = self.log_alpha.exp().detach()
-        discount = cfg.gamma if batch.discount is None else batch.discount
-
-        # One actor forward for obs and next_obs (fewer, larger kernels); the next-state half
-        # is detached, so only the obs half carries actor gradients.
+    def _losses(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        rewards: torch.Tensor,
+        next_obs: torch.Tensor,
+        terminated: torch.Tensor,
+        discount: torch.Tensor,
+        noise: torch.Tensor,
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Summed critic + actor (+ temperature) loss and detached metrics; a pure tensor
+        function (the actor's noise comes in as `noise`, (2B, A)), so it can be compiled and
+        compared with its compiled self."""
         b = obs.shape[0]
-        both_a, both_logp = self.actor.sample(torch.cat([obs, next_obs], 0))
-        pi_a, logp = both_a[:b], both_logp[:b]
-        with torch.no_grad():
-            next_a, next_logp = both_a[b:].detach(), both_logp[b:].detach()
+        alpha_t = self.log_alpha.exp()
+        alpha = alpha_t.detach()
+        pi_a, logp = self.actor.sample(obs, noise[:b])
+        with torch.no_grad():  # the target needs no graph: no backward through next-state work
+            next_a, next_logp = self.actor.sample(next_obs, noise[b:])
             q_next = self.critic_target(torch.cat([next_obs, next_a], -1)).squeeze(-1).min(0).values
-            target = batch.rewards + discount * (1.0 - batch.terminated) * (
-                q_next - alpha * next_logp
-            )
+            target = rewards + discount * (1.0 - terminated) * (q_next - alpha * next_logp)
 
         q = self.q_values(obs, actions)
         critic_loss = 0.5 * (q - target).pow(2).mean(-1).sum()
-
         q_pi = self.q_values(obs, pi_a, detach=True).min(0).values
         actor_loss = (alpha * logp - q_pi).mean()
-
         loss = critic_loss + actor_loss
-        if cfg.autotune_alpha:
-            alpha_loss = -(self.log_alpha.exp() * (logp.detach() + self.target_entropy)).mean()
-            loss = loss + alpha_loss
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
-
-        self.updates += 1
-        if self.updates % cfg.target_update_every == 0:
-            polyak_update(self.critic_target.parameters(), self.critic.parameters(), cfg.tau)
-        return {
+        if self.config.autotune_alpha:
+            loss = loss - (alpha_t * (logp.detach() + self.target_entropy)).mean()
+        metrics = {
             "critic_loss": critic_loss.detach(),
             "actor_loss": actor_loss.detach(),
             "alpha": alpha,
             "entropy": -logp.detach().mean(),
             "q_mean": q.detach().mean(),
         }
+        return loss, metrics
+
+    def update(self, batch: Batch) -> dict[str, torch.Tensor]:
+        """One gradient step on all three losses; metrics stay tensors (no device sync)."""
+        cfg = self.config
+        obs, next_obs = batch.obs.flatten(1), batch.next_obs.flatten(1)
+        actions = self.scaler.to_unit(batch.actions)
+        discount = self._gamma if batch.discount is None else batch.discount
+        noise = torch.randn(2 * obs.shape[0], self.act_dim, device=self.device)
+        self.optimizer.zero_grad(set_to_none=True)
+        _, metrics = self._loss_call(
+            obs, actions, batch.rewards, next_obs, batch.terminated, discount, noise,
+            after=self._backward, reset=self._zero_grad,
+        )  # fmt: skip
+        self.optimizer.step()
+        self.updates += 1
+        if self.updates % cfg.target_update_every == 0:
+            polyak_update(self._target_params, self._params, cfg.tau)
+        return metrics
+
+    @staticmethod
+    def _backward(out: tuple[torch.Tensor, Any]) -> None:
+        out[0].backward()
+
+    def _zero_grad(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
 
     # -- state -------------------------------------------------------------------------------
 

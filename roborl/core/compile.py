@@ -1,0 +1,109 @@
+"""Optional `torch.compile` / CUDA-graph acceleration with a safe eager fallback.
+
+Algorithms pass their loss function (a pure function of tensors and the module parameters it
+closes over) to `CompiledCall`. Compilation is lazy in torch (errors surface on the first call:
+a missing C compiler on CPU, an unsupported op, a Triton problem on GPU), so the first call runs
+under a guard: on any exception the call warns once, in one line, and the algorithm continues
+eagerly with the same function. `cudagraphs` maps to inductor's "reduce-overhead" mode and is
+only meaningful on CUDA; elsewhere it is dropped with the same one-line warning.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+
+class CompiledCall:
+    """Call `fn` compiled when asked and possible, eagerly otherwise.
+
+    `after` (for example `loss.backward()`) runs inside the first-call guard too, because
+    AOTAutograd may compile the backward graph lazily; `reset` undoes partial effects of a
+    failed attempt (for example stale gradients) before the eager retry.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        enabled: bool = False,
+        mode: str | None = None,
+        cudagraphs: bool = False,
+        device: torch.device | str = "cpu",
+        name: str = "update",
+    ) -> None:
+        self.fn = fn
+        self.name = name
+        self.compiled: Callable[..., Any] | None = None
+        self.checked = False
+        self.fallback_reason: str | None = None
+        device = torch.device(device)
+        if cudagraphs and device.type != "cuda":
+            self._warn(f"cudagraphs needs a CUDA device, not {device.type}; not using them")
+            cudagraphs = False
+        if not (enabled or cudagraphs):
+            self.checked = True
+            return
+        if cudagraphs:
+            mode = "reduce-overhead"
+        try:
+            self.compiled = torch.compile(fn, mode=mode)
+        except Exception as exc:  # bad mode, missing backend: torch raises at compile() time
+            self._fall_back(exc)
+
+    @property
+    def is_compiled(self) -> bool:
+        return self.compiled is not None
+
+    def _warn(self, msg: str) -> None:
+        warnings.warn(f"roborl: {self.name}: {msg}", RuntimeWarning, stacklevel=3)
+
+    def _fall_back(self, exc: BaseException) -> None:
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        self.fallback_reason = f"{type(exc).__name__}: {first}"
+        self._warn(f"torch.compile failed ({self.fallback_reason}); running eagerly")
+        self.compiled = None
+        self.checked = True
+
+    def __call__(
+        self,
+        *args: Any,
+        after: Callable[[Any], None] | None = None,
+        reset: Callable[[], None] | None = None,
+    ) -> Any:
+        if self.compiled is not None:
+            if self.checked:
+                out = self.compiled(*args)
+                if after is not None:
+                    after(out)
+                return out
+            try:
+                out = self.compiled(*args)
+                if after is not None:
+                    after(out)
+                self.checked = True
+                return out
+            except Exception as exc:
+                self._fall_back(exc)
+                if reset is not None:
+                    reset()
+        out = self.fn(*args)
+        if after is not None:
+            after(out)
+        return out
+
+
+def fused_adam_kwargs(device: torch.device | str) -> dict[str, bool]:
+    """Adam's fastest implementation available for `device`: the fused kernel (CPU and CUDA
+    in torch >= 2.4: about 4x faster than foreach on a 2-core CPU for SAC-sized networks),
+    else foreach."""
+    device = torch.device(device)
+    try:
+        p = torch.zeros(1, device=device, requires_grad=True)
+        torch.optim.Adam([p], fused=True)
+        return {"fused": True}
+    except (RuntimeError, ValueError, TypeError):
+        return {"foreach": True}
