@@ -1,27 +1,47 @@
 """FISOR: Safe Offline RL with a Feasibility-Guided Diffusion Model.
 
-Zheng, Li, Yu, Liu, Xu, Yan, Zhan (ICLR 2024, arXiv 2401.10700), following the paper and the
-defaults of its official code (JAX). Three parts, trained together on the offline data:
+Zheng, Li, Yu, Yang, Li, Zhan, Liu (ICLR 2024, arXiv 2401.10700), checked line by line against
+the official JAX code (github.com/ZhengYinan-AIR/FISOR, ``jaxrl5/agents/fisor/fisor.py`` and
+``configs/train_config.py``). Three parts, trained together on the offline data:
 
-1. Feasibility (Hamilton-Jacobi reachability, Sec. 3.2): with h(s) = +1 where a step has cost
-   > 0 and -1 otherwise (the official code's cost relabelling; h > 0 is a violation),
-       Q_h(s,a) <- (1-gamma) h(s) + gamma max(h(s), V_h(s'))            (eq. 8, discounted HJ)
+1. Feasibility (Hamilton-Jacobi reachability, Sec. 3.2). Costs are relabelled
+   h(s) = +cost_scale (25) where a step has cost > 0 and -1 otherwise (official
+   ``DSRLDataset(critic_type='hj', cost_scale=25)``; h > 0 is a violation), then
+       Q_h(s,a) <- (1-gamma) h(s) + gamma max(h(s), V_h(s'))   (h(s) at terminals; eq. 8)
        L_V_h = E[ |tau_h - 1(Q_h - V_h > 0)| (Q_h - V_h)^2 ],  tau_h = 0.9   (reversed expectile)
    so V_h tracks the *lowest* in-data Q_h (the best feasible action). Q_h is an ensemble of 2,
-   the target takes the max (pessimistic for safety). Feasible region: V_h(s) <= 0.
-2. Reward values (IQL, Kostrikov et al. 2021): V_r with expectile 0.7 on min_i Q_r,i;
-   Q_r <- r + gamma (1 - done) V_r(s').
-3. Policy extraction as weighted diffusion behaviour cloning (Sec. 3.3, eq. 13-15):
-   DDPM with T = 5 steps (VP/cosine schedule), noise-prediction loss weighted by
-       w = 1[V_h(s) <= 0] 1[Q_h(s,a) <= 0] min(exp(3 A_r(s,a)), 100)
-         + 1[V_h(s) > 0] min(exp(5 (V_h(s) - Q_h(s,a))), 150)
-   (energy-guided: no time-dependent classifier is trained).
-Action selection: draw 16 actions from the diffusion model, keep the one with the lowest Q_h.
+   its target taking the max (pessimistic for safety). Feasible region: V_h(s) <= 0.
+2. Reward values (IQL, Kostrikov et al. 2021): V_r with expectile 0.9 (the official config's
+   ``critic_hyperparam``) on min_i of the target Q_r,i; Q_r <- r + gamma (1 - done) V_r(s').
+   Rewards are scaled by T / (R_max - R_min) (official ``normalize_returns``).
+3. Policy extraction as weighted diffusion behaviour cloning (Sec. 3.3, eq. 13-15): DDPM,
+   T = 5, VP beta schedule, noise-prediction loss (summed over action dims) weighted by
+       w = 1[V_h(s) <= 0] 1[Q_h(s,a) <= 0] clip(exp(3 (Q_r(s,a) - V_r(s))), 0, 100)
+         + 1[V_h(s) > 0] clip(exp(5 (V_h(s) - Q_h(s,a))), 1, 150)
+   with Q_r, Q_h from the target critics (energy-guided: no time-dependent classifier).
+   Noise model: the official ``ln_resnet`` (IDQL's MLPResNet: 3 blocks of width 256, 4x
+   expansion, LayerNorm, dropout 0.1, Mish) with learnable Fourier time features -> MLP(128,
+   128); Adam 3e-4 with cosine decay over 3e6 steps; sampling uses an EMA of the actor
+   (rate 0.001) and the ancestral sampler with variance beta_t, clipped to [-1, 1] each step.
+Action selection: 16 diffusion samples, keep the one with the lowest (max-ensemble target) Q_h.
+Order per step as the official ``update``: actor, V_r, Q_r, V_h, Q_h; Polyak 0.005; gamma 0.99.
 
-Deviations: PyTorch; networks are MLPs (official actor: an MLP noise model with a Fourier time
-embedding, which is what is used here too) of size `hidden_sizes`; the reward-scale
-normalisation follows roborl's IQL (1000 / return range) rather than the official per-task
-constants; training steps are set by the caller (paper: 1e6).
+Remaining deviations (everything else matches the official defaults):
+- Batches: one actor step on the same `batch_size` (256) batch as the critics; the official
+  code takes two actor steps on two halves of a 2048 batch per critic step (256). On a CPU
+  budget this is 8x cheaper per update; raise `batch_size` to get closer.
+- Timeouts: the official code treats time-limit truncations as terminal for both Q_r and Q_h
+  (``masks = 1 - (terminals | timeouts)``); here only true terminals stop bootstrapping, as
+  the rest of roborl does (Batch.terminated).
+- Dropout in the noise model is applied only while training (as the official ``training``
+  flag); the EMA actor samples without it.
+- Paper-scale training is 1e6 steps; the number of steps is the caller's choice.
+- Note (not a deviation): the reversed expectile only approximates the min over in-data
+  actions. With h = +25 for violations and tau_h = 0.9, a state where half the data's actions
+  are safe and half lead to violation can get V_h > 0 (e.g. a gamma = 0.9 chain: V_h = +1.1);
+  `cost_scale=1` or a higher `cost_expectile` makes such states feasible.
+- Official per-task overrides (e.g. its PointRobot: temperatures 2/5, N = 8) are not applied:
+  roborl's tasks are not those tasks, so the general defaults are used.
 """
 
 from __future__ import annotations
@@ -39,7 +59,7 @@ from torch import nn
 
 from roborl.core.config import rng
 from roborl.core.interfaces import Algorithm, Batch, Policy
-from roborl.core.nn import ActionScaler, EnsembleMLP, mlp, obs_tensor, polyak_update
+from roborl.core.nn import ActionScaler, EnsembleMLP, obs_tensor, polyak_update
 from roborl.core.spaces import flat_dim
 
 
@@ -56,73 +76,117 @@ def reversed_expectile_loss(diff: torch.Tensor, tau: float) -> torch.Tensor:
     return (weight * diff.pow(2)).mean()
 
 
+def vp_beta_schedule(T: int, b_min: float = 0.1, b_max: float = 10.0) -> torch.Tensor:
+    """Discretised variance-preserving schedule (the official config's ``beta_schedule='vp'``):
+    beta_t = 1 - exp(-b_min / T - (b_max - b_min) (2t - 1) / (2 T^2)), t = 1..T."""
+    t = torch.arange(1, T + 1, dtype=torch.float64)
+    alpha = torch.exp(-b_min / T - 0.5 * (b_max - b_min) * (2 * t - 1) / T**2)
+    return (1 - alpha).float()
+
+
 def cosine_beta_schedule(T: int, s: float = 0.008) -> torch.Tensor:
-    """Nichol & Dhariwal's cosine schedule (used by the official code's VP diffusion)."""
+    """Nichol & Dhariwal's cosine schedule (an alternative of the official code)."""
     steps = torch.arange(T + 1, dtype=torch.float64)
     f = torch.cos(((steps / T) + s) / (1 + s) * math.pi / 2) ** 2
     alphas_bar = f / f[0]
     betas = 1 - alphas_bar[1:] / alphas_bar[:-1]
-    return betas.clamp(1e-4, 0.999).float()
+    return betas.clamp(0.0, 0.999).float()
 
 
 class FourierTime(nn.Module):
-    """Random Fourier features of the diffusion step (as the official noise model)."""
+    """Learnable Fourier features of the diffusion step (official: ``FourierFeatures``,
+    kernel initialised N(0, 0.2^2), output [cos, sin])."""
 
-    def __init__(self, dim: int = 16, scale: float = 1.0) -> None:
+    def __init__(self, dim: int = 64) -> None:
         super().__init__()
-        self.register_buffer("w", torch.randn(dim // 2) * scale)
+        self.w = nn.Parameter(torch.randn(dim // 2, 1) * 0.2)
 
     def forward(self, t: torch.Tensor) -> torch.Tensor:
-        x = t[:, None].float() * self.w[None] * 2 * math.pi
-        return torch.cat([x.sin(), x.cos()], -1)
+        f = 2 * math.pi * t[:, None].float() @ self.w.T
+        return torch.cat([f.cos(), f.sin()], -1)
+
+
+class ResNetBlock(nn.Module):
+    """IDQL's MLPResNet block: dropout -> LayerNorm -> Dense(4w) -> Mish -> Dense(w), + skip."""
+
+    def __init__(self, width: int, dropout: float) -> None:
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Dropout(dropout) if dropout > 0 else nn.Identity(),
+            nn.LayerNorm(width),
+            nn.Linear(width, 4 * width),
+            nn.Mish(),
+            nn.Linear(4 * width, width),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.body(x)
 
 
 class DiffusionPolicy(nn.Module):
-    """DDPM over actions in [-1, 1] conditioned on the observation; predicts the noise."""
+    """DDPM over actions in [-1, 1] conditioned on the observation; predicts the noise.
+
+    Noise model as the official ``ln_resnet`` actor: time -> Fourier features -> MLP(128, 128,
+    Mish) = cond; [a, s, cond] -> Dense(width) -> `blocks` ResNet blocks -> Mish -> Dense(|A|).
+    """
 
     def __init__(
-        self, obs_dim: int, act_dim: int, hidden: list[int], T: int = 5, time_dim: int = 16
+        self,
+        obs_dim: int,
+        act_dim: int,
+        width: int = 256,
+        blocks: int = 3,
+        T: int = 5,
+        dropout: float = 0.1,
+        time_dim: int = 64,
+        schedule: str = "vp",
     ) -> None:
         super().__init__()
         self.act_dim, self.T = act_dim, T
         self.time = nn.Sequential(
-            FourierTime(time_dim), nn.Linear(time_dim, 2 * time_dim), nn.Mish()
+            FourierTime(time_dim), nn.Linear(time_dim, 128), nn.Mish(), nn.Linear(128, 128)
         )
-        self.net = mlp(obs_dim + act_dim + 2 * time_dim, hidden, act_dim, "relu")
-        betas = cosine_beta_schedule(T)
+        self.net = nn.Sequential(
+            nn.Linear(act_dim + obs_dim + 128, width),
+            *[ResNetBlock(width, dropout) for _ in range(blocks)],
+            nn.Mish(),
+            nn.Linear(width, act_dim),
+        )
+        if schedule not in ("vp", "cosine"):
+            raise ValueError(f"unknown beta schedule {schedule!r}; accepted: vp, cosine")
+        betas = vp_beta_schedule(T) if schedule == "vp" else cosine_beta_schedule(T)
         alphas = 1 - betas
         self.register_buffer("betas", betas)
         self.register_buffer("alphas", alphas)
         self.register_buffer("alphas_bar", torch.cumprod(alphas, 0))
 
     def eps(self, obs: torch.Tensor, a_t: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        return self.net(torch.cat([obs, a_t, self.time(t)], -1))
+        return self.net(torch.cat([a_t, obs, self.time(t)], -1))
 
     def loss(self, obs: torch.Tensor, actions: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        """Weighted noise-prediction loss (FISOR eq. 15 with w from the value functions)."""
+        """Weighted noise-prediction loss, squared error summed over action dims (as the
+        official code), weighted per sample, averaged over the batch."""
         t = torch.randint(0, self.T, (obs.shape[0],), device=obs.device)
         noise = torch.randn_like(actions)
         ab = self.alphas_bar[t][:, None]
         a_t = ab.sqrt() * actions + (1 - ab).sqrt() * noise
-        per = (self.eps(obs, a_t, t) - noise).pow(2).mean(-1)
+        per = (self.eps(obs, a_t, t) - noise).pow(2).sum(-1)
         return (weight * per).mean()
 
     @torch.no_grad()
     def sample(self, obs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-        """Ancestral DDPM sampling, clipping the action to [-1, 1] at every step."""
+        """Ancestral DDPM sampling with variance beta_t (the official sampler), clipping the
+        action to [-1, 1] at every step."""
         B = obs.shape[0]
         a = torch.randn(B, self.act_dim, device=obs.device, generator=generator)
         for i in reversed(range(self.T)):
             t = torch.full((B,), i, device=obs.device, dtype=torch.long)
             eps = self.eps(obs, a, t)
             alpha, ab, beta = self.alphas[i], self.alphas_bar[i], self.betas[i]
-            mean = (a - beta / (1 - ab).sqrt() * eps) / alpha.sqrt()
+            a = (a - (1 - alpha) / (1 - ab).sqrt() * eps) / alpha.sqrt()
             if i > 0:
-                var = beta * (1 - self.alphas_bar[i - 1]) / (1 - ab)
                 z = torch.randn(a.shape, device=obs.device, generator=generator)
-                a = mean + var.sqrt() * z
-            else:
-                a = mean
+                a = a + beta.sqrt() * z
             a = a.clamp(-1.0, 1.0)
         return a
 
@@ -131,19 +195,25 @@ class DiffusionPolicy(nn.Module):
 class FISORConfig:
     gamma: float = field(default=0.99, metadata=rng(0.0, 1.0))
     tau: float = field(default=0.005, metadata=rng(0.0, 1.0, "Polyak rate of the targets"))
-    reward_expectile: float = field(default=0.7, metadata=rng(0.0, 1.0))
+    reward_expectile: float = field(default=0.9, metadata=rng(0.0, 1.0))
     cost_expectile: float = field(default=0.9, metadata=rng(0.0, 1.0, "reversed, for V_h"))
+    cost_scale: float = field(default=25.0, metadata=rng(0.0, None, "h of a violating step"))
     reward_temperature: float = field(default=3.0, metadata=rng(0.0, None))
     cost_temperature: float = field(default=5.0, metadata=rng(0.0, None))
     reward_weight_clip: float = field(default=100.0, metadata=rng(0.0, None))
     cost_weight_clip: float = field(default=150.0, metadata=rng(0.0, None))
     diffusion_steps: int = field(default=5, metadata=rng(1, 1000))
+    beta_schedule: str = field(default="vp", metadata={"choices": ["vp", "cosine"]})
     num_samples: int = field(default=16, metadata=rng(1, 1024, "candidates at action time"))
     actor_lr: float = field(default=3e-4, metadata=rng(0.0, 1.0))
+    actor_decay_steps: int = field(default=3_000_000, metadata=rng(0, None, "cosine lr decay"))
+    actor_tau: float = field(default=0.001, metadata=rng(0.0, 1.0, "EMA of the sampling actor"))
+    actor_width: int = field(default=256, metadata=rng(1, None))
+    actor_blocks: int = field(default=3, metadata=rng(0, 64))
+    actor_dropout: float = field(default=0.1, metadata=rng(0.0, 1.0))
     critic_lr: float = field(default=3e-4, metadata=rng(0.0, 1.0))
     batch_size: int = field(default=256, metadata=rng(1, None))
     hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])
-    actor_hidden_sizes: list[int] = field(default_factory=lambda: [256, 256, 256])
     num_critics: int = field(default=2, metadata=rng(1, 64))
     normalize_reward: bool = True
 
@@ -192,9 +262,16 @@ class FISOR(Algorithm):
         self.q_r_target = copy.deepcopy(self.q_r).requires_grad_(False)
         self.q_h_target = copy.deepcopy(self.q_h).requires_grad_(False)
         self.actor = DiffusionPolicy(
-            obs_dim, act_dim, list(cfg.actor_hidden_sizes), cfg.diffusion_steps
-        )
-        self.actor.to(self.device)
+            obs_dim,
+            act_dim,
+            cfg.actor_width,
+            cfg.actor_blocks,
+            cfg.diffusion_steps,
+            cfg.actor_dropout,
+            schedule=cfg.beta_schedule,
+        ).to(self.device)
+        # the sampling actor: an EMA of the trained one (official: target_score_model)
+        self.actor_target = copy.deepcopy(self.actor).requires_grad_(False).eval()
         self.critic_opt = torch.optim.Adam(
             [*self.q_r.parameters(), *self.q_h.parameters()], lr=cfg.critic_lr
         )
@@ -206,16 +283,18 @@ class FISOR(Algorithm):
         self.updates = 0
 
     def prepare(self, dataset: Any) -> None:
-        """Reward scale 1000 / (max - min episode return), as roborl's IQL."""
+        """Reward scale T / (R_max - R_min) over the dataset's episodes, T the longest episode
+        (the official code's ``normalize_returns(max_ep_reward, min_ep_reward, max_steps)``)."""
         if self.config.normalize_reward:
             rets = dataset.episode_returns()
             spread = float(rets.max() - rets.min())
-            self.reward_scale.fill_(1000.0 / spread if spread > 1e-8 else 1.0)
+            horizon = float(dataset.episode_lengths().max())
+            self.reward_scale.fill_(horizon / spread if spread > 1e-8 else 1.0)
 
     # -- values ----------------------------------------------------------------------------
     def qh_values(self, obs: torch.Tensor, actions_unit: torch.Tensor) -> torch.Tensor:
-        """Max over the Q_h ensemble (pessimistic feasibility), shape (B,)."""
-        return self.q_h(torch.cat([obs, actions_unit], -1)).max(0).values.squeeze(-1)
+        """Max over the target Q_h ensemble (pessimistic feasibility), shape (B,)."""
+        return self.q_h_target(torch.cat([obs, actions_unit], -1)).max(0).values.squeeze(-1)
 
     def vh_values(self, obs: torch.Tensor) -> torch.Tensor:
         return self.v_h(obs)[0, :, 0]
@@ -226,7 +305,7 @@ class FISOR(Algorithm):
         x = obs_tensor(obs, self.device).flatten(1)
         B, N = x.shape[0], self.config.num_samples
         xr = x.repeat_interleave(N, 0)
-        a = self.actor.sample(xr)
+        a = self.actor_target.sample(xr)
         qh = self.qh_values(xr, a).view(B, N)
         best = qh.argmin(1)
         a = a.view(B, N, -1)[torch.arange(B, device=self.device), best]
@@ -241,16 +320,36 @@ class FISOR(Algorithm):
         if batch.costs is None:
             raise ValueError("fisor needs a dataset with per-step costs (Batch.costs is None)")
         obs, next_obs = batch.obs.flatten(1), batch.next_obs.flatten(1)
-        actions = self.scaler.to_unit(batch.actions).clamp(-1.0, 1.0)
+        actions = self.scaler.to_unit(batch.actions).clamp(-1.0 + 1e-5, 1.0 - 1e-5)
         rewards = batch.rewards * self.reward_scale
-        h = torch.where(batch.costs > 0, 1.0, -1.0)
+        h = torch.where(batch.costs > 0, cfg.cost_scale, -1.0)
         done = batch.terminated
         sa = torch.cat([obs, actions], -1)
 
-        # values: V_r expectile on min Q_r target, V_h reversed expectile on max Q_h target
+        # 1. actor first, from the values before this step's value updates (official order):
+        #    feasibility-guided weighted diffusion BC
         with torch.no_grad():
             q_r_t = self.q_r_target(sa).min(0).values.squeeze(-1)
             q_h_t = self.q_h_target(sa).max(0).values.squeeze(-1)
+            v_r = self.v_r(obs)[0, :, 0]
+            vh = self.v_h(obs)[0, :, 0]
+            feasible = vh <= 0
+            w_r = (cfg.reward_temperature * (q_r_t - v_r)).exp().clamp(0.0, cfg.reward_weight_clip)
+            w_r = w_r * (q_h_t <= 0).float()
+            w_c = (cfg.cost_temperature * (vh - q_h_t)).exp().clamp(1.0, cfg.cost_weight_clip)
+            weight = torch.where(feasible, w_r, w_c)
+        if cfg.actor_decay_steps > 0:  # optax.cosine_decay_schedule(actor_lr, decay_steps)
+            frac = min(self.updates, cfg.actor_decay_steps) / cfg.actor_decay_steps
+            for g in self.actor_opt.param_groups:
+                g["lr"] = cfg.actor_lr * 0.5 * (1 + math.cos(math.pi * frac))
+        self.actor.train()
+        actor_loss = self.actor.loss(obs, actions, weight)
+        self.actor_opt.zero_grad(set_to_none=True)
+        actor_loss.backward()
+        self.actor_opt.step()
+        polyak_update(self.actor_target.parameters(), self.actor.parameters(), cfg.actor_tau)
+
+        # 2. values: V_r expectile of min target Q_r, V_h reversed expectile of max target Q_h
         v_r = self.v_r(obs)[0, :, 0]
         v_h = self.v_h(obs)[0, :, 0]
         value_loss = expectile_loss(q_r_t - v_r, cfg.reward_expectile) + reversed_expectile_loss(
@@ -260,7 +359,7 @@ class FISOR(Algorithm):
         value_loss.backward()
         self.value_opt.step()
 
-        # critics
+        # 3. critics from the updated values
         with torch.no_grad():
             nv_r = self.v_r(next_obs)[0, :, 0]
             nv_h = self.v_h(next_obs)[0, :, 0]
@@ -274,20 +373,6 @@ class FISOR(Algorithm):
         critic_loss.backward()
         self.critic_opt.step()
 
-        # actor: feasibility-guided weighted diffusion BC
-        with torch.no_grad():
-            adv = q_r_t - self.v_r(obs)[0, :, 0]
-            vh = self.v_h(obs)[0, :, 0]
-            feasible = vh <= 0
-            w_r = (cfg.reward_temperature * adv).exp().clamp(max=cfg.reward_weight_clip)
-            w_r = w_r * (q_h_t <= 0).float()
-            w_c = (cfg.cost_temperature * (vh - q_h_t)).exp().clamp(max=cfg.cost_weight_clip)
-            weight = torch.where(feasible, w_r, w_c)
-        actor_loss = self.actor.loss(obs, actions, weight)
-        self.actor_opt.zero_grad(set_to_none=True)
-        actor_loss.backward()
-        self.actor_opt.step()
-
         polyak_update(self.q_r_target.parameters(), self.q_r.parameters(), cfg.tau)
         polyak_update(self.q_h_target.parameters(), self.q_h.parameters(), cfg.tau)
         self.updates += 1
@@ -297,6 +382,7 @@ class FISOR(Algorithm):
             "actor_loss": float(actor_loss.detach()),
             "feasible_frac": float(feasible.float().mean()),
             "v_h": float(vh.mean()),
+            "weight_mean": float(weight.mean()),
         }
 
     def state_dict(self) -> dict[str, Any]:
@@ -308,6 +394,7 @@ class FISOR(Algorithm):
             "q_r_target": self.q_r_target.state_dict(),
             "q_h_target": self.q_h_target.state_dict(),
             "actor": self.actor.state_dict(),
+            "actor_target": self.actor_target.state_dict(),
             "critic_opt": self.critic_opt.state_dict(),
             "value_opt": self.value_opt.state_dict(),
             "actor_opt": self.actor_opt.state_dict(),
@@ -316,7 +403,7 @@ class FISOR(Algorithm):
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        for k in ("q_r", "v_r", "q_h", "v_h", "q_r_target", "q_h_target", "actor"):
+        for k in ("q_r", "v_r", "q_h", "v_h", "q_r_target", "q_h_target", "actor", "actor_target"):
             getattr(self, k).load_state_dict(state[k])
         for k in ("critic_opt", "value_opt", "actor_opt"):
             getattr(self, k).load_state_dict(state[k])
