@@ -151,11 +151,13 @@ class Ros2Driver(RobotDriver):
         self._publish(msg)
         self.sent += 1
 
-    def stop(self) -> None:
+    def stop(self, hold: np.ndarray | None = None) -> None:
+        """Send the stop command: `hold` (the safety layer's hold, e.g. the last position for
+        position control) or zeros (effort/velocity control)."""
         if self._publish is None:
             return
         try:
-            self.command(np.zeros(len(self.command_joints)))
+            self.command(np.zeros(len(self.command_joints)) if hold is None else hold)
         except Exception as exc:
             log.error("final stop command failed: %s", exc)
 

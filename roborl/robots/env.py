@@ -2,7 +2,12 @@
 
 `step` waits for the next control tick (fixed rate), filters the action through the safety
 layer, commands the robot, then reads the newest state. A watchdog hold truncates the episode;
-a latched e-stop raises `RobotError` until `reset_estop()`. Reward is task-specific and real
+a latched e-stop raises `RobotError` until `reset_estop()`. Resets stop the robot, then run the
+configured routine: `wait`, `topic` (ask the robot, e.g. `sim-robot`), `operator` (wait for
+Enter), or `home` (a scripted joint-space move to `reset.home`, linearly interpolated over
+`reset.duration_s` through the safety layer, then held until within `reset.tolerance`). For
+position control (`safety.hold: last`) every hold and the final stop repeat the last commanded
+(or, before any, the measured) position, never zero. Reward is task-specific and real
 robots rarely report it, so the config picks a simple one (`alive`: 1 per step) and an optional
 termination bound on one observed joint (`terminate: {joint: hinge, abs_above: 0.2}`).
 """
@@ -24,6 +29,7 @@ from roborl.robots.driver import Ros2Driver
 from roborl.robots.safety import SafetyConfig, SafetyLayer
 
 log = logging.getLogger("roborl.robots.env")
+RESET_MODES = ("wait", "topic", "operator", "home")
 
 
 class RobotEnv(gym.Env):
@@ -72,9 +78,18 @@ class RobotEnv(gym.Env):
             self._term_idx = self.driver.joints.index(joint)
             self._term_bound = float(term.get("abs_above", np.inf))
         self.reset_cfg = dict(self.cfg.get("reset") or {"mode": "wait", "wait_s": 0.0})
+        mode = self.reset_cfg.get("mode", "wait")
+        if mode not in RESET_MODES:
+            raise ConfigError(f"robot.reset.mode={mode!r}: accepted are {', '.join(RESET_MODES)}.")
+        if mode == "home" or self.safety.config.hold == "last":
+            self._position_index()  # validates that the commanded joints' positions are observed
+        if mode == "home":
+            self._home = self._check_home(self.reset_cfg.get("home"))
         self.commands_at_estop: int | None = None
         self.driver.on_estop(self._on_estop)
         self.driver.connect(float(self.cfg.get("connect_timeout_s", 10.0)))
+        if self.safety.config.hold == "last":
+            self.safety.set_last(self.commanded_positions())
         self._reset_pub = None
         if self.reset_cfg.get("mode") == "topic":
             self._reset_pub = self.driver._transport.publisher(
@@ -83,6 +98,76 @@ class RobotEnv(gym.Env):
         self._next_tick = time.monotonic()
         self._steps = 0
         self.last_latency_s = 0.0
+
+    def _position_index(self) -> list[int]:
+        """Where each commanded joint's position sits in the observation vector."""
+        d = self.driver
+        missing = [j for j in d.command_joints if j not in d.joints]
+        if "position" not in d.fields or missing:
+            raise ConfigError(
+                "robot.reset.mode=home and robot.safety.hold=last need the commanded joints' "
+                f"positions: robot.fields={d.fields} must include 'position' and robot.joints "
+                f"must include {missing or d.command_joints}."
+            )
+        base = d.fields.index("position") * len(d.joints)
+        return [base + d.joints.index(j) for j in d.command_joints]
+
+    def commanded_positions(self) -> np.ndarray:
+        """Measured positions of the commanded joints, in the controller's joint order."""
+        obs, _ = self.driver.observation()
+        return obs[self._position_index()]
+
+    def _check_home(self, home: Any) -> np.ndarray:
+        n = len(self.driver.command_joints)
+        try:
+            pose = np.asarray(home, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            pose = np.zeros(0)
+        if pose.shape != (n,) or not np.all(np.isfinite(pose)):
+            raise ConfigError(
+                f"robot.reset.home={home!r} must list {n} finite positions, one per commanded "
+                f"joint {self.driver.command_joints}."
+            )
+        if np.any(pose < self.safety.low) or np.any(pose > self.safety.high):
+            raise ConfigError(
+                f"robot.reset.home={pose.tolist()} is outside the safety limits "
+                f"[{self.safety.low.tolist()}, {self.safety.high.tolist()}]."
+            )
+        return pose
+
+    def _move_home(self) -> None:
+        """Interpolate from the measured pose to `reset.home` at the control rate, every
+        command through the safety layer, then hold home until the robot is within tolerance."""
+        start = self.commanded_positions()
+        self.safety.set_last(start)
+        steps = max(1, int(np.ceil(float(self.reset_cfg.get("duration_s", 2.0)) * self.rate_hz)))
+        tolerance = float(self.reset_cfg.get("tolerance", 0.05))
+        timeout = float(self.reset_cfg.get("timeout_s", 10.0))
+        targets = [start + (self._home - start) * (k / steps) for k in range(1, steps + 1)]
+        deadline = None
+        self._next_tick = time.monotonic()
+        while True:
+            target = targets.pop(0) if targets else self._home
+            self._wait_tick()
+            _, age = self.driver.observation()
+            decision = self.safety.filter(target, age)
+            if decision is None:
+                raise RobotError(f"e-stop latched ({self.safety.estop_cause}) while moving home.")
+            if decision.watchdog:
+                raise RobotError(f"move home aborted by the watchdog: {decision.cause}.")
+            self.driver.command(decision.command)
+            if targets:
+                continue
+            error = np.abs(self.commanded_positions() - self._home)
+            if np.all(error <= tolerance):
+                return
+            deadline = deadline or time.monotonic() + timeout
+            if time.monotonic() > deadline:
+                raise RobotError(
+                    f"robot did not reach home {self._home.tolist()} within {timeout}s of the "
+                    f"move's end: joints {self.driver.command_joints} at "
+                    f"{self.commanded_positions().tolist()} (tolerance {tolerance})."
+                )
 
     def _wait_tick(self) -> None:
         self._next_tick += self.period
@@ -112,14 +197,14 @@ class RobotEnv(gym.Env):
                 f"e-stop is latched ({self.safety.estop_cause}); call reset_estop() after the "
                 "operator has cleared the robot."
             )
-        self.driver.stop()
+        self.driver.stop(self.safety.hold_command())
         mode = self.reset_cfg.get("mode", "wait")
         if mode == "topic" and self._reset_pub is not None:
             self._reset_pub(msgs.Bool(data=True))
         elif mode == "operator":
             input("roborl: reset the robot, then press Enter ")
-        elif mode not in ("wait", "topic"):
-            raise ConfigError(f"robot.reset.mode={mode!r}: accepted are wait, topic, operator.")
+        elif mode == "home":
+            self._move_home()
         time.sleep(float(self.reset_cfg.get("wait_s", 0.05)))
         obs = self._fresh_obs(time.monotonic(), float(self.cfg.get("connect_timeout_s", 10.0)))
         self._steps = 0
@@ -154,7 +239,7 @@ class RobotEnv(gym.Env):
         self.commands_at_estop = None
 
     def close(self) -> None:
-        self.driver.stop()
+        self.driver.stop(self.safety.hold_command())
         self.driver.close()
 
 
@@ -165,7 +250,7 @@ def make_robot_env(cfg: Mapping[str, Any]) -> gym.Env:
 
     def on_sigint(signum: int, frame: Any) -> None:
         env.safety.trigger_estop("Ctrl-C")
-        env.driver.stop()
+        env.driver.stop(env.safety.hold_command())
         if callable(previous):
             previous(signum, frame)
         else:

@@ -89,6 +89,11 @@ class SafetyLayer:
             return self._last.copy()
         return np.clip(np.zeros_like(self.low), self.low, self.high)
 
+    def set_last(self, command: np.ndarray) -> None:
+        """Make `command` (clipped to the limits) what a `hold=last` hold repeats, e.g. the
+        measured position at connect or the home pose after a reset, never an unseen zero."""
+        self._last = np.clip(np.asarray(command, dtype=np.float64), self.low, self.high)
+
     def _note(self, kind: str, cause: str) -> None:
         self.interventions[kind] += 1
         log.warning("safety intervention [%s]: %s", kind, cause)
