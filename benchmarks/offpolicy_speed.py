@@ -9,7 +9,10 @@ reported with their ratio to SB3.
 - env steps/s: a whole training run (random warm-up, then one update per env step);
 - peak RSS of the process.
 
-    python benchmarks/offpolicy_speed.py [--device cpu|cuda] [--repeats 3]
+    python benchmarks/offpolicy_speed.py [--device cpu|cuda] [--repeats 3] [--threads 1]
+
+Variants: sac (eager, the default), sac_compiled (algo.compile=true; on CUDA also
+algo.cudagraphs=true), dsac_t, dsac_t_compiled. `first_20_updates_s` includes compilation.
 Writes benchmarks/results/offpolicy_speed_<device>.json.
 """
 
@@ -35,8 +38,16 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+VARIANTS: dict[str, dict[str, Any]] = {
+    "sac": {"name": "sac"},
+    "sac_compiled": {"name": "sac", "compile": True},
+    "dsac_t": {"name": "dsac_t"},
+    "dsac_t_compiled": {"name": "dsac_t", "compile": True},
+}
+
+
 def bench_roborl(
-    algo_name: str, device: str, updates: int, steps: int, warmup: int
+    variant: str, device: str, updates: int, steps: int, warmup: int
 ) -> dict[str, Any]:
     import gymnasium as gym
     import numpy as np
@@ -48,7 +59,10 @@ def bench_roborl(
 
     host = get_host()
     env = gym.make(ENV_ID)
-    cls, config = resolve_algorithm(host, {"name": algo_name, "batch_size": BATCH})
+    algo_cfg = {**VARIANTS[variant], "batch_size": BATCH}
+    if device.startswith("cuda") and algo_cfg.get("compile"):
+        algo_cfg["cudagraphs"] = True
+    cls, config = resolve_algorithm(host, dict(algo_cfg))
     algo = cls(env.observation_space, env.action_space, config, device)
     buf = ReplayBuffer(10_000, env.observation_space.shape, env.action_space.shape, device=device)
     rng = np.random.default_rng(0)
@@ -58,8 +72,11 @@ def bench_roborl(
         rng.normal(size=(n, 17)), np.zeros(n),
     )  # fmt: skip
     gen = torch.Generator().manual_seed(0)
+    t0 = time.perf_counter()
     for _ in range(20):  # warm-up (allocator, lazy init, compilation when enabled)
         algo.update(buf.sample(BATCH, gen))
+    warmup_s = time.perf_counter() - t0
+    compiled = bool(getattr(getattr(algo, "_loss_call", None), "is_compiled", False))
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     t0 = time.perf_counter()
@@ -71,7 +88,7 @@ def bench_roborl(
     ups = updates / (time.perf_counter() - t0)
 
     cfg = {
-        "algo": {"name": algo_name, "batch_size": BATCH},
+        "algo": dict(algo_cfg),
         "env": {"id": ENV_ID},
         "total_steps": warmup + steps,
         "learning_starts": warmup,
@@ -90,7 +107,13 @@ def bench_roborl(
         t0 = time.perf_counter()
         runner.execute()
         total = time.perf_counter() - t0
-    return {"updates_per_s": ups, "train_wall_s": total, "peak_rss_mb": _peak_rss_mb()}
+    return {
+        "updates_per_s": ups,
+        "train_wall_s": total,
+        "peak_rss_mb": _peak_rss_mb(),
+        "first_20_updates_s": warmup_s,
+        "compiled": compiled,
+    }
 
 
 def bench_sb3(device: str, updates: int, steps: int, warmup: int) -> dict[str, Any]:
@@ -151,7 +174,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1500, help="env steps after the warm-up")
     parser.add_argument("--warmup", type=int, default=500, help="random-action steps")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--algos", nargs="+", default=["sac", "dsac_t"])
+    parser.add_argument(
+        "--algos", nargs="+", default=["sac", "sac_compiled", "dsac_t"], choices=list(VARIANTS)
+    )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
@@ -159,10 +184,7 @@ def main() -> None:
         worker(args)
         return
 
-    from roborl.core.plugins import get_host
-
-    algos = [a for a in args.algos if a in get_host().registry.algorithms]
-    contenders = [*algos, "sb3"]
+    contenders = [*args.algos, "sb3"]
     runs: dict[str, list[dict[str, Any]]] = {c: [] for c in contenders}
     for rep in range(args.repeats):
         for name in contenders:
@@ -171,7 +193,9 @@ def main() -> None:
                 "--threads", str(args.threads), "--updates", str(args.updates),
                 "--steps", str(args.steps), "--warmup", str(args.warmup),
             ]  # fmt: skip
-            proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise RuntimeError(f"{name} worker failed:\n{proc.stderr[-3000:]}")
             result = json.loads(proc.stdout.strip().splitlines()[-1])
             runs[name].append(result)
             print(f"[{rep}] {name}: {result}", file=sys.stderr)
@@ -196,6 +220,10 @@ def main() -> None:
     import stable_baselines3
     import torch
 
+    for name in args.algos:
+        summary[name]["config"] = VARIANTS[name]
+        summary[name]["compiled"] = all(r["compiled"] for r in runs[name])
+        summary[name]["first_20_updates_s"] = med(name, "first_20_updates_s")
     report = {
         "env": ENV_ID,
         "batch_size": BATCH,

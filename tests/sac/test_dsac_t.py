@@ -76,8 +76,9 @@ def _train(scale: float, tmp_path) -> float:
         "algo": {"name": "dsac_t", "hidden_sizes": [64, 64, 64], "batch_size": 128,
                  "actor_lr": 3e-4, "critic_lr": 3e-4},
         "env": {"id": "ScaledPendulum-v0", "kwargs": {"scale": scale}},
-        "seed": 1, "total_steps": 4000, "learning_starts": 500, "eval_every": 4000,
-        "eval_episodes": 5, "checkpoint_every": 4000, "log_every": 1000, "progress": False,
+        "seed": 1, "total_steps": 2000, "learning_starts": 300, "eval_every": 2000,
+        "eval_episodes": 5, "checkpoint_every": 2000, "log_every": 1000, "progress": False,
+        "torch_threads": 1,
     }  # fmt: skip
     summary = Runner(cfg, tmp_path / f"scale{scale}", host).execute()
     return summary["final_eval_return"] / scale  # back to the unscaled return
@@ -87,7 +88,8 @@ def test_reward_scale_ten_leaves_learning_intact(tmp_path) -> None:
     plain = _train(1.0, tmp_path)
     scaled = _train(10.0, tmp_path)
     print(f"DSAC-T unscaled eval return: reward x1 {plain:.1f}, reward x10 {scaled:.1f}")
-    # Random play averages under 10 on this task; both runs must learn, and the x10 run must
-    # not collapse relative to the x1 run.
+    # Random play averages under 10 on this task (best random episodes about 10-20); both runs
+    # must learn well past it within 2000 steps (measured: 92.6 and 88.8), and the x10 run
+    # must not collapse relative to the x1 run.
     assert plain > 40 and scaled > 40
     assert scaled > 0.5 * plain
