@@ -326,6 +326,10 @@ class Runner:
                 self.checkpoint(algo, getattr(self, "_buffer", None))
             except Exception as exc:  # the previous checkpoint is intact; keep the real error
                 print(f"roborl: warning: final checkpoint failed: {exc}", file=sys.stderr)
+        eval_env = self.__dict__.pop("_eval_env", None)
+        if eval_env is not None:  # a robot's eval env sends its final stop command on close
+            with contextlib.suppress(Exception):
+                eval_env.close()
         env_cfg = self.cfg.get("env") or {}
         robot_cfg = self.cfg.get("robot") or {}
         summary = {
