@@ -12,9 +12,10 @@ from roborl.core.datasets import OfflineDataset
 from roborl.core.errors import ConfigError, DatasetError
 
 USAGE = """usage:
-  roborl dataset collect env=ENV out=PATH [quality=random|medium|expert|medium-replay|medium-expert]
+  roborl dataset collect env=ENV out=PATH [quality=random|medium|expert|medium-replay|medium-expert|safe-mixed]
         [policy=sac|random|CHECKPOINT|ALGO] [steps=N] [train_steps=N] [learning_starts=N]
         [eval_every=N] [ref_episodes=N] [ref_expert=R] [seed=S] [algo.KEY=VALUE ...]
+        [cost_limits=[5,25]]   (safe-mixed: SAC + SAC-Lagrangian at each budget, safe tasks)
         (out=*.npz|*.hdf5, or out=minari:DATASET_ID for a Minari dataset)
   roborl dataset info PATH
   roborl dataset corrupt in=PATH out=PATH field=obs|action|reward|dynamics
@@ -77,7 +78,7 @@ def main(argv: list[str]) -> int:
         env, out = str(args.pop("env")), str(args.pop("out"))
         known = {
             "quality", "policy", "steps", "train_steps", "learning_starts", "eval_every",
-            "ref_episodes", "seed", "ref_expert",
+            "ref_episodes", "seed", "ref_expert", "cost_limits",
         }  # fmt: skip
         bad = set(args) - known
         if bad:

@@ -12,7 +12,8 @@
 registered algorithm that acts without training (`train_steps=0`, e.g. an LLM policy).
 Reference returns recorded in the metadata: `random` = mean return of uniform random play,
 `expert` = mean deterministic return of the expert policy (or `ref_expert=` when given).
-Costs are recorded whenever the env reports `info["cost"]`.
+Costs are recorded whenever the env reports `info["cost"]`. `safe-mixed` builds a DSRL-style
+safe dataset from reward-only SAC and SAC-Lagrangian at each of `cost_limits` (see `safe.py`).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from roborl.core.plugins import get_host
 from roborl.core.runner import algorithm_from_checkpoint, build_algorithm
 from roborl.core.spaces import space_to_dict
 
-QUALITIES = ("random", "medium", "expert", "medium-replay", "medium-expert")
+QUALITIES = ("random", "medium", "expert", "medium-replay", "medium-expert", "safe-mixed")
 
 
 def env_config(env: str) -> dict[str, Any]:
@@ -140,10 +141,27 @@ def collect(
     algo_overrides: Mapping[str, Any] | None = None,
     ref_expert: float | None = None,
     log: Callable[[str], None] = print,
+    cost_limits: list[float] | None = None,
 ) -> OfflineDataset:
     """Build one dataset of `quality`; see the module docstring."""
     if quality not in QUALITIES:
         raise ConfigError(f"unknown dataset quality {quality!r}; accepted: {', '.join(QUALITIES)}.")
+    if quality == "safe-mixed":
+        from roborl.plugins.datasets.safe import collect_safe
+
+        return collect_safe(
+            env,
+            steps=steps,
+            train_steps=train_steps,
+            learning_starts=learning_starts,
+            cost_limits=cost_limits if cost_limits is not None else (5.0, 25.0),
+            ref_episodes=ref_episodes,
+            seed=seed,
+            algo_overrides=algo_overrides,
+            log=log,
+            env_config=env_config,
+            recorder=_Recorder,
+        )
     host = get_host()
     cfg = {"env": env_config(env)}
     e = make_env(host.registry, cfg, seed)
