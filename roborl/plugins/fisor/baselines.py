@@ -53,7 +53,11 @@ class BCPolicy(Policy):
         self.action_space = algo.action_space
 
     def act(self, obs: np.ndarray) -> np.ndarray:
-        return self.algo.act(obs, deterministic=True)
+        """One observation (the Policy contract) or a batch with a leading axis."""
+        obs = np.asarray(obs, dtype=np.float32)
+        single = obs.ndim == len(self.observation_space.shape)
+        a = self.algo.act(obs[None] if single else obs, deterministic=True)
+        return a[0] if single else a
 
 
 class BC(Algorithm):
