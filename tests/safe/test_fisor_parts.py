@@ -69,7 +69,7 @@ def test_diffusion_policy_reproduces_a_bimodal_action_distribution() -> None:
     obs = torch.zeros(n, 1)
     pol = DiffusionPolicy(1, 1, width=64, blocks=2, T=5, dropout=0.0)
     opt = torch.optim.Adam(pol.parameters(), lr=1e-3)
-    for _ in range(1500):
+    for _ in range(1000):
         idx = torch.randint(0, n, (256,), generator=g)
         loss = pol.loss(obs[idx], actions[idx], torch.ones(256))
         opt.zero_grad()
