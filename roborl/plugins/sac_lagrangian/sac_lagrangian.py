@@ -20,7 +20,7 @@ a constraint critic and a learned multiplier), the Lagrangian baselines of Stook
   so lambda rises while the estimated cost exceeds the budget and falls (to 0) otherwise.
   d_Q = d (1 - gamma_c^T) / ((1 - gamma_c) T) is the episode budget d spread evenly over an
   episode of T = `episode_length` steps and discounted, i.e. on the cost critic's scale (the
-  conversion used by WCSAC's and safety-starter-agents' SAC-Lagrangian).
+  same conversion as WCSAC's code and FISOR's official code, whose `qc_thres` is this d_Q).
 
 Defaults: SAC's (Adam 3e-4, batch 256, 256x256 ReLU, gamma 0.99, tau 0.005, alpha learned from
 1.0); cost_limit 25 (Safety-Gymnasium's budget); gamma_c 0.99; lambda from 0 with Adam 3e-4.
