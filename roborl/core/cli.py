@@ -200,10 +200,14 @@ def cmd_eval(args: list[str]) -> int:
         "robot": str,
         "algo": str,
     }
+    args = _algo_prefix_to_algo(args)
     opts = parse_key_values(args, allowed, "eval")
     if "checkpoint" not in opts:
+        if "algo" in opts:
+            return _eval_checkpoint_free(args, opts)
         raise ConfigError(
-            "roborl eval: checkpoint=PATH is required (a .pt file or a run directory)."
+            "roborl eval: checkpoint=PATH is required (a .pt file or a run directory), or "
+            "algo=NAME for an algorithm that acts without training (e.g. algo=llm)."
         )
     host = _host()
     algo, ckpt = algorithm_from_checkpoint(host, opts["checkpoint"], opts.get("device", "cpu"))
@@ -245,6 +249,78 @@ def cmd_eval(args: list[str]) -> int:
         line += f", success {100 * result['success_rate']:.0f}%"
     print(
         f"{line} (min {np.min(result['returns']):.2f}, max {np.max(result['returns']):.2f}); wrote {out}"
+    )
+    return 0
+
+
+def _algo_prefix_to_algo(args: Sequence[str]) -> list[str]:
+    """`NAME.key=v` is `algo.key=v` when `algo=NAME` is given (`algo=llm llm.model=PATH`)."""
+    name = next((a.split("=", 1)[1] for a in args if a.startswith("algo=")), None)
+    if not name:
+        return list(args)
+    return [f"algo.{a[len(name) + 1 :]}" if a.startswith(name + ".") else a for a in args]
+
+
+def _eval_checkpoint_free(args: Sequence[str], opts: dict[str, Any]) -> int:
+    """Evaluate an algorithm built from config alone (class attribute `checkpoint_free`)."""
+    from hydra import compose, initialize_config_module
+    from omegaconf import OmegaConf
+
+    from roborl.core.checkpoint import atomic_write_json
+    from roborl.core.envs import make_env
+    from roborl.core.evaluate import evaluate
+    from roborl.core.runner import build_algorithm
+
+    host = _host()
+    cls = host.registry.get("algorithms", str(opts["algo"]))
+    if not getattr(cls, "checkpoint_free", False):
+        raise ConfigError(
+            f"roborl eval: algo={opts['algo']} learns its weights, so it needs "
+            "checkpoint=PATH; only algorithms that act without training (e.g. algo=llm) can be "
+            "evaluated from config alone."
+        )
+    overrides = [a for a in args if a.split("=", 1)[0].split(".")[0] in ("algo", "env", "robot")]
+    OmegaConf.register_new_resolver("slug", lambda s: str(s).replace("/", "-"), replace=True)
+    with initialize_config_module("roborl.configs", version_base="1.3"):
+        composed = compose(
+            "config", overrides=[*overrides, *_search_path_override(host.config_dirs)]
+        )
+    cfg = OmegaConf.to_container(composed, resolve=False)
+    episodes = int(opts.get("episodes", 10))
+    seed = int(opts.get("seed", 0))
+    env = make_env(host.registry, cfg, seed)
+    algo = None
+    try:
+        algo = build_algorithm(
+            host, cfg["algo"], env.observation_space, env.action_space, opts.get("device", "cpu")
+        )
+        policy = algo.policy()
+        result = evaluate(policy.act, env, episodes, seed=seed, reset_policy=policy.reset)
+    finally:
+        env.close()
+        close = getattr(algo, "close", None)
+        if close is not None:
+            close()
+    out = Path(opts.get("out") or "eval.json")
+    metrics = getattr(policy, "metrics", None)
+    report = {
+        "checkpoint": None,
+        "algo": cfg["algo"]["name"],
+        "algo_config": {  # secrets stay out of eval.json
+            k: ("***" if "api_key" in k and v not in (None, "", "EMPTY") else v)
+            for k, v in cfg["algo"].items()
+        },
+        "env": (cfg.get("env") or {}).get("id"),
+        "episodes": episodes,
+        "seed": seed,
+        **(metrics() if metrics is not None else {}),
+        **dict(result.items()),
+    }
+    atomic_write_json(out, report)
+    print(
+        f"return {result['return_mean']:.2f} +- {result['return_std']:.2f} over {episodes} "
+        f"episodes (min {min(result['returns']):.2f}, max {max(result['returns']):.2f}); "
+        f"wrote {out}"
     )
     return 0
 

@@ -75,8 +75,8 @@ class VLLMBackend:
 
         if codec.discrete:
             so = StructuredOutputsParams(choice=codec.choices)
-        else:
-            so = StructuredOutputsParams(json=codec.json_schema())
+        else:  # no free whitespace: fewer tokens per action, same JSON
+            so = StructuredOutputsParams(json=codec.json_schema(), disable_any_whitespace=True)
         return SamplingParams(
             temperature=self.config.temperature,
             max_tokens=self.config.max_tokens,
@@ -149,7 +149,11 @@ class OpenAIBackend:
         return version
 
     def body(self, prompts: list[str], codec: ActionCodec) -> dict[str, Any]:
-        so = {"choice": codec.choices} if codec.discrete else {"json": codec.json_schema()}
+        so: dict[str, Any] = (
+            {"choice": codec.choices}
+            if codec.discrete
+            else {"json": codec.json_schema(), "disable_any_whitespace": True}
+        )
         return {
             "model": self.config.model,
             "prompt": prompts,

@@ -22,7 +22,7 @@ import gymnasium as gym
 import numpy as np
 
 from roborl.core.config import rng
-from roborl.core.errors import ConfigError
+from roborl.core.errors import ConfigError, RobotError
 from roborl.core.interfaces import Algorithm, Batch, Policy
 
 log = logging.getLogger("roborl.llm")
@@ -249,17 +249,27 @@ class LLMPolicy(Policy):
 
             backend = make_backend(config)
         self.backend = backend
-        self.history: deque[tuple[np.ndarray, np.ndarray]] = deque(maxlen=max(config.history, 1))
+        # one history per env row: a vectorised env's rows are different episodes
+        self.histories: list[deque[tuple[np.ndarray, np.ndarray]]] = []
         self.n_replies = 0
         self.n_invalid = 0
         self.last_reasons: list[str] = []
 
     def reset(self) -> None:
-        self.history.clear()
+        self.histories = []
+
+    def _history(self, row: int) -> deque[tuple[np.ndarray, np.ndarray]]:
+        while len(self.histories) <= row:
+            self.histories.append(deque(maxlen=max(self.config.history, 1)))
+        return self.histories[row]
 
     def prompts(self, obs_batch: np.ndarray) -> list[str]:
-        hist = list(self.history) if self.config.history > 0 else []
-        return [self.renderer.render(o, hist) for o in obs_batch]
+        """One prompt per row of a batch of observations."""
+        if self.config.history > 0:
+            return [
+                self.renderer.render(o, list(self._history(i))) for i, o in enumerate(obs_batch)
+            ]
+        return [self.renderer.render(o) for o in obs_batch]
 
     def decode(self, replies: Sequence[str | None]) -> np.ndarray:
         """Validated actions for raw replies; invalid ones become the fallback and are counted."""
@@ -276,14 +286,37 @@ class LLMPolicy(Policy):
             actions.append(action)
         return np.stack(actions)
 
+    def is_single(self, obs: np.ndarray) -> bool:
+        """One observation (no leading batch axis) or a batch of them."""
+        shape = getattr(self.observation_space, "shape", None)
+        if shape is None:  # Dict/Tuple spaces are not flattened here
+            raise ConfigError(
+                f"algo=llm: observation space {self.observation_space} is not supported; "
+                "the LLM policy renders Box and Discrete observations."
+            )
+        if obs.ndim == len(shape):
+            return True
+        if obs.ndim == len(shape) + 1:
+            return False
+        raise ConfigError(
+            f"algo=llm: observation of shape {obs.shape} matches neither the observation space "
+            f"shape {shape} nor a batch of it (N, {', '.join(map(str, shape))})."
+        )
+
     def act(self, obs: np.ndarray) -> np.ndarray:
+        """Action for one observation, or actions (leading axis) for a batch of them."""
         obs = np.asarray(obs)
-        single = obs.shape == self.observation_space.shape
+        single = self.is_single(obs)
         batch = obs[None] if single else obs
         replies = self.backend.generate(self.prompts(batch), self.codec)
+        if len(replies) != len(batch):
+            raise RobotError(
+                f"the LLM backend returned {len(replies)} replies for {len(batch)} prompts."
+            )
         actions = self.decode(replies)
         if self.config.history > 0:
-            self.history.append((batch[0].copy(), actions[0].copy()))
+            for i in range(len(batch)):
+                self._history(i).append((batch[i].copy(), actions[i].copy()))
         return actions[0] if single else actions
 
     @property
@@ -304,6 +337,7 @@ class LLMAlgorithm(Algorithm):
     name = "llm"
     Config = LLMConfig
     loop = "custom"
+    checkpoint_free = True  # `roborl eval algo=llm ...` builds it from config alone
 
     def __init__(
         self,
@@ -328,6 +362,13 @@ class LLMAlgorithm(Algorithm):
 
     def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
         return self.policy().act(obs)
+
+    def close(self) -> None:
+        """Release the backend (a vLLM engine holds its KV cache until shut down)."""
+        if self._policy is not None:
+            close = getattr(self._policy.backend, "close", None)
+            if close is not None:
+                close()
 
     def update(self, batch: Batch) -> dict[str, float]:
         return {}
