@@ -254,6 +254,7 @@ class LLMPolicy(Policy):
         self.n_replies = 0
         self.n_invalid = 0
         self.last_reasons: list[str] = []
+        self.last_replies: list[str | None] = []
 
     def reset(self) -> None:
         self.histories = []
@@ -275,6 +276,7 @@ class LLMPolicy(Policy):
         """Validated actions for raw replies; invalid ones become the fallback and are counted."""
         actions = []
         self.last_reasons = []
+        self.last_replies = list(replies)
         for i, text in enumerate(replies):
             action, reason = self.codec.parse(text)
             self.n_replies += 1
