@@ -18,6 +18,7 @@ import multiprocessing as mp
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -97,10 +98,17 @@ def main() -> None:
     p.add_argument("--jobs", type=int, default=1, help="cells run in parallel processes")
     p.add_argument("--learning-starts", type=int, default=None, help="default min(5000, steps/4)")
     p.add_argument("--out", default="learning", help="results file stem")
+    p.add_argument("--from-partial", type=Path, default=None, help="summarise a partial jsonl")
+    p.add_argument("--note", default=None, help="free text stored in the JSON")
     a = p.parse_args()
     torch.set_num_threads(1)
     ev = a.eval_every or max(a.steps // 10, 1)
     starts = a.learning_starts if a.learning_starts is not None else min(5000, a.steps // 4)
+    if a.from_partial is not None:
+        meta = {"steps": a.steps, "seeds": a.seeds, "eval_every": ev, "eval_episodes": a.episodes,
+                "learning_starts": starts, "torch_threads": 1, "jobs": a.jobs, "note": a.note}  # fmt: skip
+        from_partial(a.from_partial, meta, a.out)
+        return
     cells = [
         (m, env, seed, a.steps, ev, a.episodes, starts)
         for seed in range(a.seeds)
@@ -120,44 +128,85 @@ def main() -> None:
             with partial.open("a") as f:
                 f.write(json.dumps({"cell": key, "seed": seed, "wall_s": wall, "curve": c}) + "\n")
             print(f"{key} seed {seed}: final {c[-1][1]:.1f} ({time.time() - t0:.0f}s)", flush=True)
-    curves = {k: [v[s] for s in sorted(v)] for k, v in curves.items()}  # type: ignore[misc]
+    meta = {"steps": a.steps, "seeds": a.seeds, "eval_every": ev, "eval_episodes": a.episodes,
+            "learning_starts": starts, "torch_threads": 1, "jobs": a.jobs,
+            "wall_s": time.time() - t0, "cell_wall_s": cell_s}  # fmt: skip
+    summarise(curves, meta, a.envs, a.out)
+
+
+def summarise(
+    curves: dict[str, dict[int, list]], meta: dict, envs: list[str], out: str
+) -> dict[str, Any]:
+    """IQM and 95% stratified-bootstrap CIs of the final returns over the seeds each cell has
+    (`seeds_done` says how many), the JSON and the learning-curve PNG."""
     from rliable import library as rly
     from rliable import metrics
 
-    summary = {}
-    for env in a.envs:
-        scores = {m: np.array([[c[-1][1]] for c in curves[f"{m}/{env}"]]) for m in METHODS}
+    done = {k: sorted(v) for k, v in curves.items()}
+    flat = {k: [v[s] for s in sorted(v)] for k, v in curves.items()}
+    summary: dict[str, Any] = {}
+    for env in envs:
+        scores = {
+            m: np.array([[c[-1][1]] for c in flat[f"{m}/{env}"]])
+            for m in METHODS
+            if flat[f"{m}/{env}"]
+        }
         point, ci = rly.get_interval_estimates(
             scores, lambda x: np.array([metrics.aggregate_iqm(x)]), reps=2000
         )
         summary[env] = {
-            m: {"iqm": float(point[m][0]), "ci95": [float(ci[m][0][0]), float(ci[m][1][0])]}
+            m: {
+                "iqm": float(point[m][0]),
+                "ci95": [float(ci[m][0][0]), float(ci[m][1][0])],
+                "seeds_done": done[f"{m}/{env}"],
+                "finals": [float(c[-1][1]) for c in flat[f"{m}/{env}"]],
+            }
             for m in scores
         }
-    res = {"steps": a.steps, "seeds": a.seeds, "eval_every": ev, "eval_episodes": a.episodes,
-           "learning_starts": starts, "torch_threads": 1, "jobs": a.jobs,
-           "wall_s": time.time() - t0, "cell_wall_s": cell_s, "final_return_iqm": summary,
-           "curves": curves}  # fmt: skip
-    (OUT / f"{a.out}.json").write_text(json.dumps(res, indent=2))
+    res = {**meta, "final_return_iqm": summary, "curves": flat}
+    tmp = OUT / f".{out}.json.tmp"
+    tmp.write_text(json.dumps(res, indent=2) + "\n")
+    tmp.replace(OUT / f"{out}.json")
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(a.envs), figsize=(5 * len(a.envs), 3.5), squeeze=False)
-    for ax, env in zip(axes[0], a.envs):
+    fig, axes = plt.subplots(1, len(envs), figsize=(5 * len(envs), 3.5), squeeze=False)
+    for ax, env in zip(axes[0], envs):
+        n = 0
         for m in METHODS:
-            arr = np.array([[r for _, r in c] for c in curves[f"{m}/{env}"]])
-            x = [s for s, _ in curves[f"{m}/{env}"][0]]
-            ax.plot(x, arr.mean(0), label=m)
+            runs = flat[f"{m}/{env}"]
+            if not runs:
+                continue
+            n = max(n, len(runs))
+            arr = np.array([[r for _, r in c] for c in runs])
+            x = [s for s, _ in runs[0]]
+            ax.plot(x, arr.mean(0), label=f"{m} ({len(runs)})")
             ax.fill_between(x, arr.min(0), arr.max(0), alpha=0.2)
-        ax.set_title(f"{ENVS[env]} ({a.seeds} seeds, min-max band)")
+        ax.set_title(f"{ENVS[env]} (mean, min-max band; seeds in legend)", fontsize=9)
         ax.set_xlabel("env steps")
         ax.set_ylabel("eval return")
-        ax.legend()
+        ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(OUT / f"{a.out}.png", dpi=100)
+    fig.savefig(OUT / f"{out}.png", dpi=100)
     print(json.dumps(summary, indent=2))
+    return res
+
+
+def from_partial(path: Path, meta: dict, out: str) -> None:
+    """Summarise the cells an interrupted run finished (its `<out>_partial.jsonl`)."""
+    curves: dict[str, dict[int, list]] = {}
+    cell_s: dict[str, list[float]] = {}
+    for line in path.read_text().splitlines():
+        rec = json.loads(line)
+        curves.setdefault(rec["cell"], {})[rec["seed"]] = rec["curve"]
+        cell_s.setdefault(rec["cell"], []).append(rec["wall_s"])
+    envs = [e for e in ENVS if any(k.endswith(f"/{e}") for k in curves)]
+    for env in envs:
+        for m in METHODS:
+            curves.setdefault(f"{m}/{env}", {})
+    summarise(curves, {**meta, "cell_wall_s": cell_s, "from_partial": str(path.name)}, envs, out)
 
 
 if __name__ == "__main__":

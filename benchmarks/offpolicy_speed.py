@@ -7,7 +7,10 @@ reported with their ratio to SB3.
 
 - updates/s: gradient updates on a buffer pre-filled with random transitions;
 - env steps/s: a whole training run (random warm-up, then one update per env step);
-- peak RSS of the process.
+- peak RSS of the process;
+- interleaved updates/s: every contender in one process, alternating blocks of updates, so the
+  paired per-block ratios to SB3 are robust to background load (the headline ratio on a shared
+  machine); with FLOPs per update and the 256^3 sgemm rate, which bound any implementation.
 
     python benchmarks/offpolicy_speed.py [--device cpu|cuda] [--repeats 3] [--threads 1]
 
@@ -154,10 +157,117 @@ def bench_sb3(device: str, updates: int, steps: int, warmup: int) -> dict[str, A
     return {"updates_per_s": ups, "train_wall_s": total, "peak_rss_mb": _peak_rss_mb()}
 
 
+def interleaved(variants: list[str], device: str, blocks: int, block: int) -> dict[str, Any]:
+    """All contenders in one process, alternating blocks of `block` updates on the same
+    pre-filled data: background load hits every contender alike within a few seconds, so the
+    per-block ratios to SB3 are paired. Also counts FLOPs per update (torch's FlopCounterMode)
+    and times a 256x256x256 sgemm, which bound what any implementation can reach here."""
+    import warnings
+
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    from stable_baselines3 import SAC as SB3SAC
+    from stable_baselines3.common.logger import configure
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from roborl.core.buffer import ReplayBuffer
+    from roborl.core.plugins import get_host
+    from roborl.core.runner import resolve_algorithm
+
+    warnings.filterwarnings("ignore", category=UserWarning)
+    env = gym.make(ENV_ID)
+    rng = np.random.default_rng(0)
+    n = 10_000
+    data = (
+        rng.normal(size=(n, 17)), rng.uniform(-1, 1, (n, 6)), rng.normal(size=n),
+        rng.normal(size=(n, 17)), np.zeros(n),
+    )  # fmt: skip
+    model = SB3SAC(
+        "MlpPolicy", env, batch_size=BATCH, learning_starts=0, policy_kwargs={"net_arch": [256, 256]},
+        device=device, seed=0, buffer_size=n,
+    )  # fmt: skip
+    model.set_logger(configure(None, []))
+    for i in range(n):
+        model.replay_buffer.add(
+            data[0][i : i + 1], data[3][i : i + 1], data[1][i : i + 1], data[2][i : i + 1],
+            data[4][i : i + 1], [{}],
+        )  # fmt: skip
+    buf = ReplayBuffer(n, (17,), (6,), device=device)
+    buf.add(*data)
+    gen = torch.Generator().manual_seed(0)
+    host = get_host()
+    algos = {}
+    for name in variants:
+        cfg = {**VARIANTS[name], "batch_size": BATCH}
+        if device.startswith("cuda") and cfg.get("compile"):
+            cfg["cudagraphs"] = True
+        cls, config = resolve_algorithm(host, cfg)
+        algos[name] = cls(env.observation_space, env.action_space, config, device)
+        for _ in range(20):
+            algos[name].update(buf.sample(BATCH, gen))
+    model.train(gradient_steps=20, batch_size=BATCH)
+
+    def sync() -> None:
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    def run(name: str) -> float:
+        sync()
+        t0 = time.perf_counter()
+        if name == "sb3":
+            model.train(gradient_steps=block, batch_size=BATCH)
+        else:
+            for _ in range(block):
+                metrics = algos[name].update(buf.sample(BATCH, gen))
+            float(next(iter(metrics.values())))
+        sync()
+        return block / (time.perf_counter() - t0)
+
+    ups: dict[str, list[float]] = {k: [] for k in [*variants, "sb3"]}
+    for _ in range(blocks):
+        for name in ups:
+            ups[name].append(run(name))
+    flops = {}
+    for name in variants:
+        with FlopCounterMode(display=False) as fc:
+            algos[name].update(buf.sample(BATCH, gen))
+            algos[name].update(buf.sample(BATCH, gen))  # DSAC-T: one critic-only, one full
+        flops[name] = fc.get_total_flops() / 2
+    with FlopCounterMode(display=False) as fc:
+        model.train(gradient_steps=1, batch_size=BATCH)
+    flops["sb3"] = fc.get_total_flops()
+    a, b = torch.randn(256, 256, device=device), torch.randn(256, 256, device=device)
+    for _ in range(20):
+        a @ b
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(500):
+        a @ b
+    sync()
+    gflops = 500 * 2 * 256**3 / (time.perf_counter() - t0) / 1e9
+    out: dict[str, Any] = {"block_updates": block, "blocks": blocks, "sgemm_256_gflops": gflops}
+    for name, v in ups.items():
+        ratios = [x / y for x, y in zip(v, ups["sb3"])]
+        out[name] = {
+            "updates_per_s_median": statistics.median(v),
+            "ratio_to_sb3_median_of_paired_blocks": statistics.median(ratios),
+            "ratio_to_sb3_min_max": [min(ratios), max(ratios)],
+            "mflop_per_update": flops[name] / 1e6,
+            "sgemm_bound_updates_per_s": gflops * 1e9 / flops[name],
+            "per_block": v,
+        }
+    return out
+
+
 def worker(args: argparse.Namespace) -> None:
     import torch
 
     torch.set_num_threads(args.threads)
+    if args.worker == "interleaved":
+        out = interleaved(args.algos, args.device, args.blocks, args.block)
+        print(json.dumps(out))
+        return
     if args.worker == "sb3":
         out = bench_sb3(args.device, args.updates, args.steps, args.warmup)
     else:
@@ -177,6 +287,8 @@ def main() -> None:
     parser.add_argument(
         "--algos", nargs="+", default=["sac", "sac_compiled", "dsac_t"], choices=list(VARIANTS)
     )
+    parser.add_argument("--blocks", type=int, default=12, help="interleaved blocks per contender")
+    parser.add_argument("--block", type=int, default=100, help="updates per interleaved block")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
@@ -199,6 +311,19 @@ def main() -> None:
             result = json.loads(proc.stdout.strip().splitlines()[-1])
             runs[name].append(result)
             print(f"[{rep}] {name}: {result}", file=sys.stderr)
+
+    cmd = [
+        sys.executable, __file__, "--worker", "interleaved", "--device", args.device,
+        "--threads", str(args.threads), "--blocks", str(args.blocks), "--block",
+        str(args.block), "--algos", *args.algos,
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"interleaved worker failed:\n{proc.stderr[-3000:]}")
+    paired = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(
+        f"interleaved: { {k: v for k, v in paired.items() if k != 'per_block'} }", file=sys.stderr
+    )
 
     def med(name: str, key: str) -> float:
         return statistics.median(r[key] for r in runs[name])
@@ -241,6 +366,7 @@ def main() -> None:
             "stable_baselines3": stable_baselines3.__version__,
         },
         "summary": summary,
+        "interleaved_updates": paired,
         "runs": runs,
     }
     out = args.out or RESULTS / f"offpolicy_speed_{args.device.split(':')[0]}.json"
