@@ -204,7 +204,8 @@ class TransformersBackend:
         self.close_ids = close
         self.number_ids = torch.tensor(sorted(self.number_ids))
 
-    def _logits(self, ids: list[list[int]]) -> Any:
+    def _logits(self, ids: list[list[int]], cache: bool = False) -> Any:
+        """Last-position logits of left-padded prompts (and the KV cache when asked)."""
         torch = self.torch
         width = max(len(x) for x in ids)
         pad = self.tokenizer.pad_token_id or 0
@@ -213,9 +214,27 @@ class TransformersBackend:
         for i, x in enumerate(ids):  # left padding keeps the last position aligned
             inp[i, width - len(x) :] = torch.tensor(x)
             mask[i, width - len(x) :] = 1
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)  # padding must not shift the positions
         with torch.no_grad():
-            out = self.model(input_ids=inp, attention_mask=mask)
+            out = self.model(input_ids=inp, attention_mask=mask, position_ids=pos, use_cache=cache)
+        if cache:
+            return out.logits[:, -1].float(), out.past_key_values, mask
         return out.logits.float()
+
+    def _step(self, tokens: list[int], past: Any, mask: Any) -> tuple[Any, Any, Any]:
+        """One decoding step for every row from the KV cache."""
+        torch = self.torch
+        mask = torch.cat([mask, torch.ones((mask.shape[0], 1), dtype=mask.dtype)], dim=1)
+        pos = mask.sum(-1, keepdim=True) - 1
+        with torch.no_grad():
+            out = self.model(
+                input_ids=torch.tensor(tokens)[:, None],
+                attention_mask=mask,
+                position_ids=pos,
+                past_key_values=past,
+                use_cache=True,
+            )
+        return out.logits[:, -1].float(), out.past_key_values, mask
 
     def generate(self, prompts: list[str], codec: ActionCodec) -> list[str | None]:
         enc = [self.tokenizer.encode(p) for p in prompts]
@@ -225,9 +244,14 @@ class TransformersBackend:
 
     def _choose(self, enc: list[list[int]], choices: list[str]) -> list[str | None]:
         torch = self.torch
+        cids_all = [self.tokenizer.encode(c, add_special_tokens=False) for c in choices]
+        if all(len(c) == 1 for c in cids_all) and len({c[0] for c in cids_all}) == len(choices):
+            # one-token choices (digits): one forward pass scores them all
+            last, _, _ = self._logits(enc, cache=True)
+            scores = last[:, [c[0] for c in cids_all]].numpy()
+            return [choices[int(i)] for i in scores.argmax(axis=1)]
         scores = np.zeros((len(enc), len(choices)))
-        for c, choice in enumerate(choices):
-            cids = self.tokenizer.encode(choice, add_special_tokens=False)
+        for c, cids in enumerate(cids_all):
             logits = self._logits([e + cids for e in enc])
             logp = torch.log_softmax(logits[:, -len(cids) - 1 : -1], dim=-1)
             tok = torch.tensor(cids)[None, :, None].expand(len(enc), -1, 1)
@@ -237,18 +261,17 @@ class TransformersBackend:
     def _numbers(self, enc: list[list[int]], dims: int) -> list[str | None]:
         torch = self.torch
         head = self.tokenizer.encode('{"action": [', add_special_tokens=False)
-        seqs = [e + head for e in enc]
-        gen = [[] for _ in enc]
+        gen: list[list[int]] = [[] for _ in enc]
         dim = [0] * len(enc)
         cur = [0] * len(enc)  # tokens in the current number
         done = [False] * len(enc)
         max_per_number = 6
+        logits, past, mask = self._logits([e + head for e in enc], cache=True)
         for _ in range(dims * (max_per_number + 1) + 1):
-            if all(done):
-                break
-            logits = self._logits(seqs)[:, -1]
+            fed = []
             for i in range(len(enc)):
                 if done[i]:
+                    fed.append(self.comma_id)  # ignored: the row is finished
                     continue
                 allowed = (
                     self.number_ids
@@ -259,17 +282,19 @@ class TransformersBackend:
                     end = self.comma_id if dim[i] < dims - 1 else self.close_ids[0]
                     allowed = torch.cat([allowed, torch.tensor([end])])
                 tok = int(allowed[int(logits[i, allowed].argmax())])
+                fed.append(tok)
                 if cur[i] > 0 and tok == int(allowed[-1]):
+                    piece = [tok]
                     if dim[i] == dims - 1:
                         piece = self.close_ids
                         done[i] = True
-                    else:
-                        piece = [tok]
                     dim[i] += 1
                     cur[i] = 0
                 else:
                     piece = [tok]
                     cur[i] += 1
-                seqs[i] = seqs[i] + piece
                 gen[i] += piece
+            if all(done):
+                break
+            logits, past, mask = self._step(fed, past, mask)
         return ['{"action": [' + self.tokenizer.decode(g) for g in gen]
