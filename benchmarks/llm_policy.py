@@ -160,6 +160,14 @@ def main() -> None:
         "rows": [],
     }
     out = Path(args.out)
+    if out.exists():  # re-running some backends keeps the others' rows
+        old = json.loads(out.read_text())
+        result["rows"] = [r for r in old.get("rows", []) if r["backend"] not in args.backends]
+        result["startup_s"] = {
+            k: v
+            for k, v in old.get("startup_s", {}).items()
+            if not any(k.startswith(b) for b in args.backends)
+        }
 
     def save() -> None:
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -153,3 +153,25 @@ def test_renderer_names_fields_and_rejects_bad_templates() -> None:
     bad = LLMConfig(prompt_template="{observation} {unknown}")
     with pytest.raises(ConfigError, match="prompt_template"):
         PromptRenderer(OBS, codec, bad).render(np.zeros(4))
+
+
+@pytest.mark.parametrize(
+    ("prefix", "lo", "hi", "chars", "can_end"),
+    [
+        ("", -3.0, 3.0, ["-", "0", "1", "2", "3"], False),
+        ("3", -3.0, 3.0, ["."], True),
+        ("3.", -3.0, 3.0, ["0"], False),
+        ("0", 0.2, 0.3, ["."], False),
+        ("0.", 0.2, 0.3, ["2", "3"], False),
+        ("0.25", 0.2, 0.3, ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"], True),
+        ("0.255", 0.2, 0.3, [], True),  # llm.decimals=3 reached
+        ("1", 10.0, 400.0, list("0123456789"), False),
+    ],
+)
+def test_transformers_number_mask(
+    prefix: str, lo: float, hi: float, chars: list[str], can_end: bool
+) -> None:
+    """The transformers backend's Box decoding can only write numbers that end within bounds."""
+    from roborl.plugins.llm.backends import number_options
+
+    assert number_options(prefix, lo, hi, 3) == (chars, can_end)

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 import urllib.error
@@ -173,13 +174,68 @@ class OpenAIBackend:
         return texts
 
 
+def _int_digits(lo: float, hi: float) -> int:
+    """Integer digits a number within [lo, hi] can need (6 for an unbounded side)."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return 6
+    return max(1, len(str(int(max(abs(lo), abs(hi))))))
+
+
+def _reachable(prefix: str, lo: float, hi: float, decimals: int) -> bool:
+    """Can some complete number that starts with `prefix` lie within [lo, hi]?
+
+    Numbers are ``-?(0|[1-9][0-9]*)(\\.[0-9]{1,decimals})?``; the values a prefix can still reach
+    form an interval of magnitudes, intersected with the bounds (grid effects ignored: a
+    dead end is closed by the caller).
+    """
+    neg = prefix.startswith("-")
+    body = prefix[1:] if neg else prefix
+    tiny = 10.0**-decimals if decimals > 0 else 1.0
+    if not body:
+        lo_m, hi_m = 0.0, 10.0 ** _int_digits(lo, hi)
+    elif "." in body:
+        ip, fp = body.split(".")
+        lo_m = float(f"{ip}.{fp}") if fp else float(ip)
+        hi_m = lo_m + (10.0 ** -len(fp) - tiny if len(fp) < decimals else 0.0)
+    elif body == "0":
+        lo_m, hi_m = 0.0, 1.0 - tiny
+    else:
+        more = _int_digits(lo, hi) - len(body)
+        lo_m = float(body)
+        hi_m = (lo_m + 1.0) * 10.0 ** max(more, 0) - tiny
+    v_lo, v_hi = (-hi_m, -lo_m) if neg else (lo_m, hi_m)
+    return v_hi >= lo and v_lo <= hi
+
+
+def number_options(prefix: str, lo: float, hi: float, decimals: int) -> tuple[list[str], bool]:
+    """Characters that may extend `prefix` towards a number in [lo, hi], and whether it may end."""
+    neg = prefix.startswith("-")
+    body = prefix[1:] if neg else prefix
+    out = []
+    if not prefix and lo < 0:
+        out.append("-")
+    if "." in body:
+        if len(body.split(".")[1]) < decimals:
+            out += [d for d in "0123456789" if _reachable(prefix + d, lo, hi, decimals)]
+    else:
+        if body != "0" and len(body) < _int_digits(lo, hi):
+            out += [d for d in "0123456789" if _reachable(prefix + d, lo, hi, decimals)]
+        if body and decimals > 0 and _reachable(prefix + ".", lo, hi, decimals):
+            out.append(".")
+    complete = bool(body) and not body.endswith(".")
+    can_end = complete and lo <= float(prefix) <= hi
+    return out, can_end
+
+
 class TransformersBackend:
-    """Greedy decoding with a token mask: choices for Discrete, number-only JSON for Box.
+    """Greedy decoding with a token mask: choices for Discrete, bounded numbers for Box.
 
     Discrete: each choice is scored by its log-likelihood after the prompt and the best one is
-    returned (exact constraint). Box: the text ``{"action": [`` is forced, then only tokens made
-    of ``0-9 . -`` may follow, with ``,`` between numbers and ``]}`` after the last one, so the
-    reply is always JSON-shaped; numeric validity and bounds are left to the validator.
+    returned (exact constraint). Box: the text ``{"action": [`` is forced, then numbers are
+    written one character token at a time, each step restricted to the characters that keep
+    the number well formed (at most ``llm.decimals`` decimals) and able to end within that
+    dimension's bounds (`number_options`); ``,`` separates numbers and ``]}`` closes the list.
+    The reply is still parsed and validated like any other.
     """
 
     def __init__(self, config: LLMConfig, model: Any = None, tokenizer: Any = None) -> None:
@@ -191,18 +247,18 @@ class TransformersBackend:
         self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(config.model)
         self.model = model or AutoModelForCausalLM.from_pretrained(config.model)
         self.model.eval()
-        vocab = self.tokenizer.get_vocab()
-        self.number_ids = []
-        self.comma_id = None
-        self.close_id = None
-        for tok, idx in vocab.items():
-            text = self.tokenizer.convert_tokens_to_string([tok])
-            if text and all(ch in "0123456789.-" for ch in text):
-                self.number_ids.append(idx)
+        self.char_ids: dict[str, int] = {}
+        for ch in "0123456789.-":
+            ids = self.tokenizer.encode(ch, add_special_tokens=False)
+            if len(ids) != 1:
+                raise ConfigError(
+                    f"llm.backend=transformers: the tokenizer of {config.model!r} has no single "
+                    f"token for {ch!r}, which bounded number decoding needs; use "
+                    "llm.backend=vllm or openai for this model."
+                )
+            self.char_ids[ch] = ids[0]
         self.comma_id = self.tokenizer.encode(",", add_special_tokens=False)[0]
-        close = self.tokenizer.encode("]}", add_special_tokens=False)
-        self.close_ids = close
-        self.number_ids = torch.tensor(sorted(self.number_ids))
+        self.close_ids = self.tokenizer.encode("]}", add_special_tokens=False)
 
     def _logits(self, ids: list[list[int]], cache: bool = False) -> Any:
         """Last-position logits of left-padded prompts (and the KV cache when asked)."""
@@ -240,7 +296,7 @@ class TransformersBackend:
         enc = [self.tokenizer.encode(p) for p in prompts]
         if codec.discrete:
             return self._choose(enc, codec.choices)
-        return self._numbers(enc, len(codec.low))
+        return self._numbers(enc, codec)
 
     def _choose(self, enc: list[list[int]], choices: list[str]) -> list[str | None]:
         torch = self.torch
@@ -258,43 +314,39 @@ class TransformersBackend:
             scores[:, c] = logp.gather(-1, tok).sum(dim=(1, 2)).numpy()
         return [choices[int(i)] for i in scores.argmax(axis=1)]
 
-    def _numbers(self, enc: list[list[int]], dims: int) -> list[str | None]:
+    def _numbers(self, enc: list[list[int]], codec: ActionCodec) -> list[str | None]:
         torch = self.torch
+        lows, highs, dec = codec.low, codec.high, int(self.config.decimals)
+        dims = len(lows)
         head = self.tokenizer.encode('{"action": [', add_special_tokens=False)
-        gen: list[list[int]] = [[] for _ in enc]
+        texts = [""] * len(enc)  # characters after the head
+        num = [""] * len(enc)  # the number being written
         dim = [0] * len(enc)
-        cur = [0] * len(enc)  # tokens in the current number
         done = [False] * len(enc)
-        max_per_number = 6
         logits, past, mask = self._logits([e + head for e in enc], cache=True)
-        for _ in range(dims * (max_per_number + 1) + 1):
+        max_steps = dims * (_int_digits(-1e6, 1e6) + dec + 4) + 1
+        for _ in range(max_steps):
             fed = []
             for i in range(len(enc)):
                 if done[i]:
                     fed.append(self.comma_id)  # ignored: the row is finished
                     continue
-                allowed = (
-                    self.number_ids
-                    if cur[i] < max_per_number
-                    else torch.tensor([], dtype=torch.long)
-                )
-                if cur[i] > 0:
-                    end = self.comma_id if dim[i] < dims - 1 else self.close_ids[0]
-                    allowed = torch.cat([allowed, torch.tensor([end])])
-                tok = int(allowed[int(logits[i, allowed].argmax())])
+                d = dim[i]
+                chars, can_end = number_options(num[i], float(lows[d]), float(highs[d]), dec)
+                end_id = self.comma_id if d < dims - 1 else self.close_ids[0]
+                ids = [self.char_ids[c] for c in chars] + ([end_id] if can_end else [])
+                if not ids:  # a dead end between grid points: close it, the validator rejects
+                    ids = [end_id]
+                tok = ids[int(logits[i, torch.tensor(ids)].argmax())]
                 fed.append(tok)
-                if cur[i] > 0 and tok == int(allowed[-1]):
-                    piece = [tok]
-                    if dim[i] == dims - 1:
-                        piece = self.close_ids
-                        done[i] = True
+                if tok == end_id:
+                    texts[i] += num[i] + ("," if d < dims - 1 else "]}")
+                    num[i] = ""
                     dim[i] += 1
-                    cur[i] = 0
+                    done[i] = dim[i] == dims
                 else:
-                    piece = [tok]
-                    cur[i] += 1
-                gen[i] += piece
+                    num[i] += chars[ids.index(tok)]
             if all(done):
                 break
             logits, past, mask = self._step(fed, past, mask)
-        return ['{"action": [' + self.tokenizer.decode(g) for g in gen]
+        return ['{"action": [' + t + ("" if done[i] else num[i]) for i, t in enumerate(texts)]
