@@ -175,3 +175,18 @@ def test_transformers_number_mask(
     from roborl.plugins.llm.backends import number_options
 
     assert number_options(prefix, lo, hi, 3) == (chars, can_end)
+
+
+def test_eval_without_checkpoint_needs_a_checkpoint_free_algo() -> None:
+    """`roborl eval algo=sac env=...` (no checkpoint) is a clear error, not a random policy."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "roborl.core.cli", "eval", "algo=sac", "env=inverted_pendulum"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode != 0
+    assert "needs checkpoint=PATH" in proc.stderr and "algo=llm" in proc.stderr
