@@ -104,10 +104,16 @@ def openai_url(vllm_server: Server) -> str:
 
 @pytest.fixture(scope="session")
 def vllm_engine(model_dir: Path) -> Any:
-    """One in-process engine for every vLLM test (start-up is the expensive part)."""
-    import vllm
+    """One in-process engine for every vLLM test (start-up is the expensive part).
 
-    return vllm.LLM(
+    numba is imported first on purpose: other test modules (rliable -> arch) import it at
+    collection, and vLLM's CPU start-up crashed on it; the engine must start regardless.
+    """
+    import numba  # noqa: F401
+
+    from roborl.plugins.llm.vllm_compat import start_engine
+
+    return start_engine(
         model=str(model_dir), enforce_eager=True, max_model_len=1024, seed=0, dtype="auto"
     )
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from roborl.core.errors import ConfigError, RobotError
 from roborl.plugins.llm.policy import ActionCodec, LLMConfig
+from roborl.plugins.llm.vllm_compat import start_engine
 
 
 class LLMServerError(RobotError):
@@ -62,7 +63,7 @@ class VLLMBackend:
             ) from None
         self.config = config
         self.vllm = vllm
-        self.llm = llm or vllm.LLM(
+        self.llm = llm or start_engine(
             model=config.model,
             enforce_eager=config.enforce_eager,
             max_model_len=config.max_model_len,
