@@ -261,31 +261,46 @@ def _algo_prefix_to_algo(args: Sequence[str]) -> list[str]:
     return [f"algo.{a[len(name) + 1 :]}" if a.startswith(name + ".") else a for a in args]
 
 
-def _eval_checkpoint_free(args: Sequence[str], opts: dict[str, Any]) -> int:
-    """Evaluate an algorithm built from config alone (class attribute `checkpoint_free`)."""
+def compose_checkpoint_free(
+    host: Any, args: Sequence[str], groups: Sequence[str], command: str
+) -> dict[str, Any]:
+    """Compose the run config for an algorithm that acts without a checkpoint (`algo=llm`).
+
+    `args` are `key=value` overrides; only those of `groups` are used. Raises ConfigError when
+    the algorithm learns its weights (it then needs checkpoint=PATH).
+    """
     from hydra import compose, initialize_config_module
     from omegaconf import OmegaConf
 
+    args = _algo_prefix_to_algo(args)
+    name = next((a.split("=", 1)[1] for a in args if a.startswith("algo=")), None)
+    if not name:
+        raise ConfigError(f"roborl {command}: give checkpoint=PATH or algo=NAME.")
+    cls = host.registry.get("algorithms", name)
+    if not getattr(cls, "checkpoint_free", False):
+        raise ConfigError(
+            f"roborl {command}: algo={name} learns its weights, so it needs "
+            "checkpoint=PATH; only algorithms that act without training (e.g. algo=llm) can run "
+            "from config alone."
+        )
+    overrides = [a for a in args if a.split("=", 1)[0].split(".")[0] in groups]
+    OmegaConf.register_new_resolver("slug", lambda s: str(s).replace("/", "-"), replace=True)
+    with initialize_config_module("roborl.configs", version_base="1.3"):
+        composed = compose(
+            "config", overrides=[*overrides, *_search_path_override(host.config_dirs)]
+        )
+    return OmegaConf.to_container(composed, resolve=False)
+
+
+def _eval_checkpoint_free(args: Sequence[str], opts: dict[str, Any]) -> int:
+    """Evaluate an algorithm built from config alone (class attribute `checkpoint_free`)."""
     from roborl.core.checkpoint import atomic_write_json
     from roborl.core.envs import make_env
     from roborl.core.evaluate import evaluate
     from roborl.core.runner import build_algorithm
 
     host = _host()
-    cls = host.registry.get("algorithms", str(opts["algo"]))
-    if not getattr(cls, "checkpoint_free", False):
-        raise ConfigError(
-            f"roborl eval: algo={opts['algo']} learns its weights, so it needs "
-            "checkpoint=PATH; only algorithms that act without training (e.g. algo=llm) can be "
-            "evaluated from config alone."
-        )
-    overrides = [a for a in args if a.split("=", 1)[0].split(".")[0] in ("algo", "env", "robot")]
-    OmegaConf.register_new_resolver("slug", lambda s: str(s).replace("/", "-"), replace=True)
-    with initialize_config_module("roborl.configs", version_base="1.3"):
-        composed = compose(
-            "config", overrides=[*overrides, *_search_path_override(host.config_dirs)]
-        )
-    cfg = OmegaConf.to_container(composed, resolve=False)
+    cfg = compose_checkpoint_free(host, args, ("algo", "env", "robot"), "eval")
     episodes = int(opts.get("episodes", 10))
     seed = int(opts.get("seed", 0))
     env = make_env(host.registry, cfg, seed)

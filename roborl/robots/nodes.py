@@ -221,12 +221,22 @@ def sim_robot(argv: list[str]) -> int:
 
 
 def deploy(argv: list[str]) -> int:
-    """`roborl deploy checkpoint=PATH robot=ros2 robot.joints=[...] [rate_hz=N] [duration_s=S]`."""
+    """`roborl deploy checkpoint=PATH robot=ros2 robot.joints=[...] [rate_hz=N] [duration_s=S]`.
+
+    `algo=NAME` instead of `checkpoint=` deploys an algorithm that acts without training
+    (`algo=llm llm.model=PATH`); its config composes like `roborl eval algo=llm`.
+    """
+    from roborl.core.cli import compose_checkpoint_free
     from roborl.core.plugins import get_host
-    from roborl.core.runner import algorithm_from_checkpoint
+    from roborl.core.runner import algorithm_from_checkpoint, build_algorithm
     from roborl.robots.driver import Ros2Driver
     from roborl.robots.env import RobotEnv
 
+    algo_name = next((a.split("=", 1)[1] for a in argv if a.startswith("algo=")), None)
+    algo_args = [
+        a for a in argv if algo_name and a.split("=", 1)[0].split(".")[0] in ("algo", algo_name)
+    ]
+    argv = [a for a in argv if a not in algo_args]
     cfg = _parse(
         argv,
         {
@@ -238,18 +248,32 @@ def deploy(argv: list[str]) -> int:
             "on_watchdog": "exit",
         },
     )
-    if not cfg["checkpoint"]:
-        raise ConfigError("deploy needs checkpoint=PATH (e.g. runs/.../checkpoints/last.pt).")
+    if not cfg["checkpoint"] and not algo_args:
+        raise ConfigError(
+            "deploy needs checkpoint=PATH (e.g. runs/.../checkpoints/last.pt), or algo=NAME "
+            "for an algorithm that acts without training (e.g. algo=llm llm.model=PATH)."
+        )
+    if cfg["checkpoint"] and algo_args:
+        raise ConfigError("deploy takes checkpoint=PATH or algo=NAME, not both.")
     if cfg["on_watchdog"] not in ("exit", "hold"):
         raise ConfigError(f"on_watchdog={cfg['on_watchdog']!r}: accepted are exit and hold.")
     robot_cfg = dict(cfg["robot"])
     if cfg["rate_hz"]:
         robot_cfg["rate_hz"] = float(cfg["rate_hz"])
     host = get_host()
-    algo, _ = algorithm_from_checkpoint(host, cfg["checkpoint"])
-    policy = algo.policy()
+    if cfg["checkpoint"]:
+        algo, _ = algorithm_from_checkpoint(host, cfg["checkpoint"])
+    else:  # composed (and checked) before any DDS traffic starts
+        algo_cfg = compose_checkpoint_free(host, algo_args, ("algo",), "deploy")["algo"]
     driver = Ros2Driver({**robot_cfg, "node_name": "roborl_deploy"})
     env = RobotEnv(robot_cfg, driver=driver)
+    if not cfg["checkpoint"]:
+        try:
+            algo = build_algorithm(host, algo_cfg, env.observation_space, env.action_space, "cpu")
+        except BaseException:
+            env.close()
+            raise
+    policy = algo.policy()
     expected = policy.observation_space.shape
     if expected != env.observation_space.shape:
         env.close()
@@ -323,6 +347,9 @@ def deploy(argv: list[str]) -> int:
         driver.close()  # latched: not even a final stop command goes out
     else:
         env.close()  # final hold command, then an orderly DDS teardown
+    close_algo = getattr(algo, "close", None)
+    if close_algo is not None:
+        close_algo()  # e.g. the LLM policy's engine or server session
 
     def pct(xs: list[float], q: float) -> float | None:
         return float(np.percentile(np.asarray(xs) * 1e3, q)) if xs else None
