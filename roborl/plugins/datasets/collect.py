@@ -39,15 +39,31 @@ from roborl.core.spaces import space_to_dict
 QUALITIES = ("random", "medium", "expert", "medium-replay", "medium-expert", "safe-mixed")
 
 
-def env_config(env: str) -> dict[str, Any]:
-    """`hopper` (a config name) or `Hopper-v5` (an id) -> the `env` config group."""
+def _config_roots() -> list[Path]:
+    """roborl's own config dir, then every installed plugin's (`roborl_config_dirs`)."""
+    import importlib.util
+
     import roborl
 
-    yaml_path = Path(roborl.__file__).parent / "configs" / "env" / f"{env}.yaml"
-    if yaml_path.is_file():
-        import yaml
+    roots = [Path(roborl.__file__).parent / "configs"]
+    for entry in get_host().config_dirs:
+        if entry.startswith("pkg://"):
+            spec = importlib.util.find_spec(entry[len("pkg://") :])
+            if spec is not None and spec.submodule_search_locations:
+                roots.extend(Path(p) for p in spec.submodule_search_locations)
+        else:
+            roots.append(Path(entry))
+    return roots
 
-        return dict(yaml.safe_load(yaml_path.read_text()))
+
+def env_config(env: str) -> dict[str, Any]:
+    """`hopper` or `safe_point_goal` (a config name) or `Hopper-v5` (an id) -> the `env` group."""
+    import yaml
+
+    for root in _config_roots():
+        yaml_path = root / "env" / f"{env}.yaml"
+        if yaml_path.is_file():
+            return dict(yaml.safe_load(yaml_path.read_text()))
     return {"id": env}
 
 
@@ -167,6 +183,13 @@ def collect(
     e = make_env(host.registry, cfg, seed)
     eval_env = make_env(host.registry, cfg, seed + 10_000)
     obs_space, act_space = e.observation_space, e.action_space
+    if not isinstance(act_space, gym.spaces.Box):
+        e.close()
+        eval_env.close()
+        raise ConfigError(
+            f"dataset collect records continuous actions (D4RL-style), but env={env} has "
+            f"action space {act_space}; roborl's offline algorithms need a Box action space."
+        )
     act_space.seed(seed)
     torch.manual_seed(seed)
     t0 = time.time()
