@@ -122,6 +122,65 @@ class EnsembleMLP(nn.Module):
         return self.head(x, detach)
 
 
+class TanhGaussianActor(nn.Module):
+    """SAC's tanh-squashed Gaussian actor (Haarnoja et al. 2018, Appendix C): an MLP gives the
+    mean and log-std of a Gaussian (log-std clamped, [-20, 2] as in the reference code), and
+    actions are tanh of a reparameterised sample, in [-1, 1]. Shared by SAC, DSAC-T,
+    SAC-Lagrangian and WSRL, so their checkpoints keep one layout (`net`, `head`)."""
+
+    def __init__(
+        self,
+        obs_dim: int,
+        act_dim: int,
+        hidden: Sequence[int],
+        act: str = "relu",
+        log_std_bounds: tuple[float, float] = (-20.0, 2.0),
+    ) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        last = obs_dim
+        for width in hidden:
+            layers += [nn.Linear(last, width), activation(act)()]
+            last = width
+        self.net = nn.Sequential(*layers)
+        self.head = nn.Linear(last, 2 * act_dim)
+        self.log_std_min, self.log_std_max = log_std_bounds
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        mean, log_std = self.head(self.net(obs)).chunk(2, dim=-1)
+        return mean, log_std.clamp(self.log_std_min, self.log_std_max)
+
+    @staticmethod
+    def _log_prob(
+        noise: torch.Tensor, pre_tanh: torch.Tensor, log_std: torch.Tensor
+    ) -> torch.Tensor:
+        # log N(pre_tanh; mean, std) - sum log(1 - tanh^2), the latter in a stable form.
+        log_prob = (-0.5 * noise.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+        return log_prob - (
+            2 * (math.log(2) - pre_tanh - nn.functional.softplus(-2 * pre_tanh))
+        ).sum(-1)
+
+    def sample(
+        self, obs: torch.Tensor, noise: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """A reparameterised sample in [-1, 1] and its log-likelihood; `noise` (standard
+        normal, shaped like the mean) may be given so a compiled caller stays comparable."""
+        mean, log_std = self(obs)
+        if noise is None:
+            noise = torch.randn_like(mean)
+        pre_tanh = mean + log_std.exp() * noise
+        return torch.tanh(pre_tanh), self._log_prob(noise, pre_tanh, log_std)
+
+    def log_prob(self, obs: torch.Tensor, unit_action: torch.Tensor) -> torch.Tensor:
+        """Log-likelihood of given actions in [-1, 1] (clipped just inside for atanh)."""
+        mean, log_std = self(obs)
+        pre_tanh = torch.atanh(unit_action.clamp(-1 + 1e-5, 1 - 1e-5))
+        return self._log_prob((pre_tanh - mean) / log_std.exp(), pre_tanh, log_std)
+
+    def deterministic(self, obs: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self(obs)[0])
+
+
 @torch.no_grad()
 def polyak_update(
     target: Iterable[torch.Tensor], source: Iterable[torch.Tensor], tau: float

@@ -51,15 +51,18 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from torch import nn
 
 from roborl.core.compile import CompiledCall, fused_adam_kwargs
 from roborl.core.config import rng
 from roborl.core.interfaces import Algorithm, Batch, Policy
-from roborl.core.nn import ActionScaler, EnsembleMLP, activation, obs_tensor, polyak_update
+from roborl.core.nn import (
+    ActionScaler,
+    EnsembleMLP,
+    TanhGaussianActor,
+    obs_tensor,
+    polyak_update,
+)
 from roborl.core.spaces import flat_dim
-
-LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 
 
 @dataclass
@@ -86,43 +89,6 @@ class SACConfig:
     compile: bool = False
     compile_mode: str | None = None  # None = inductor's default; "max-autotune-no-cudagraphs"...
     cudagraphs: bool = False  # CUDA only ("reduce-overhead"); ignored with a warning elsewhere
-
-
-class TanhGaussianActor(nn.Module):
-    def __init__(self, obs_dim: int, act_dim: int, hidden: list[int], act: str) -> None:
-        super().__init__()
-        layers: list[nn.Module] = []
-        last = obs_dim
-        for width in hidden:
-            layers += [nn.Linear(last, width), activation(act)()]
-            last = width
-        self.net = nn.Sequential(*layers)
-        self.head = nn.Linear(hidden[-1], 2 * act_dim)
-
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        mean, log_std = self.head(self.net(obs)).chunk(2, dim=-1)
-        return mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
-
-    def sample(
-        self, obs: torch.Tensor, noise: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """A reparameterised tanh-Gaussian sample in [-1, 1] and its log-likelihood; `noise`
-        (standard normal, like the mean) may be given so a compiled caller stays comparable."""
-        mean, log_std = self(obs)
-        std = log_std.exp()
-        if noise is None:
-            noise = torch.randn_like(mean)
-        pre_tanh = mean + std * noise
-        action = torch.tanh(pre_tanh)
-        # log N(pre_tanh; mean, std) - sum log(1 - tanh^2), the latter in a stable form.
-        log_prob = (-0.5 * noise.pow(2) - log_std - 0.5 * np.log(2 * np.pi)).sum(-1)
-        log_prob = log_prob - (
-            2 * (np.log(2) - pre_tanh - nn.functional.softplus(-2 * pre_tanh))
-        ).sum(-1)
-        return action, log_prob
-
-    def deterministic(self, obs: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self(obs)[0])
 
 
 class SquashedGaussianPolicy(Policy):

@@ -49,15 +49,18 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from torch import nn
 
 from roborl.core.config import rng
 from roborl.core.errors import ConfigError
 from roborl.core.interfaces import Algorithm, Batch, Policy
-from roborl.core.nn import ActionScaler, EnsembleMLP, activation, obs_tensor, polyak_update
+from roborl.core.nn import (
+    ActionScaler,
+    EnsembleMLP,
+    TanhGaussianActor,
+    obs_tensor,
+    polyak_update,
+)
 from roborl.core.spaces import flat_dim
-
-LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 
 
 @dataclass
@@ -85,35 +88,6 @@ class SACLagrangianConfig:
     lambda_init: float = field(default=0.0, metadata=rng(0.0, None))
     lambda_lr: float = field(default=3e-4, metadata=rng(0.0, 1.0))
     lambda_max: float = field(default=100.0, metadata=rng(0.0, None))
-
-
-class _TanhGaussianActor(nn.Module):
-    """Tanh-squashed Gaussian actor (SAC, Appendix C); actions in [-1, 1]."""
-
-    def __init__(self, obs_dim: int, act_dim: int, hidden: list[int], act: str) -> None:
-        super().__init__()
-        layers: list[nn.Module] = []
-        last = obs_dim
-        for width in hidden:
-            layers += [nn.Linear(last, width), activation(act)()]
-            last = width
-        self.net = nn.Sequential(*layers)
-        self.head = nn.Linear(hidden[-1], 2 * act_dim)
-
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        mean, log_std = self.head(self.net(obs)).chunk(2, dim=-1)
-        return mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
-
-    def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        mean, log_std = self(obs)
-        noise = torch.randn_like(mean)
-        pre = mean + log_std.exp() * noise
-        log_prob = (-0.5 * noise.pow(2) - log_std - 0.5 * np.log(2 * np.pi)).sum(-1)
-        log_prob = log_prob - (2 * (np.log(2) - pre - nn.functional.softplus(-2 * pre))).sum(-1)
-        return torch.tanh(pre), log_prob
-
-    def deterministic(self, obs: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self(obs)[0])
 
 
 class SACLagrangianPolicy(Policy):
@@ -154,7 +128,7 @@ class SACLagrangian(Algorithm):
         obs_dim, act_dim = flat_dim(observation_space), flat_dim(action_space)
         hidden = list(cfg.hidden_sizes)
         self.scaler = ActionScaler(action_space, self.device)
-        self.actor = _TanhGaussianActor(obs_dim, act_dim, hidden, cfg.activation).to(self.device)
+        self.actor = TanhGaussianActor(obs_dim, act_dim, hidden, cfg.activation).to(self.device)
         self.critic = EnsembleMLP(cfg.num_critics, obs_dim + act_dim, hidden, 1, cfg.activation)
         self.cost_critic = EnsembleMLP(1, obs_dim + act_dim, hidden, 1, cfg.activation)
         self.critic.to(self.device)

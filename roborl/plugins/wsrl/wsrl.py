@@ -53,17 +53,21 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from torch import nn
 
 from roborl.core.buffer import ReplayBuffer
 from roborl.core.checkpoint import atomic_write_json, load_checkpoint
 from roborl.core.config import rng
 from roborl.core.errors import CheckpointError, ConfigError, DatasetError
 from roborl.core.interfaces import Algorithm, Batch, Policy
-from roborl.core.nn import ActionScaler, EnsembleMLP, activation, obs_tensor, polyak_update
+from roborl.core.nn import (
+    ActionScaler,
+    EnsembleMLP,
+    TanhGaussianActor,
+    obs_tensor,
+    polyak_update,
+)
 from roborl.core.spaces import flat_dim
 
-LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 PHASE_PRETRAIN, PHASE_WARMUP, PHASE_FINETUNE = 0, 1, 2
 
 
@@ -137,41 +141,6 @@ def calql_regulariser(
     )
     lse = temperature * torch.logsumexp(cat / temperature, dim=-1)
     return lse - q_data
-
-
-class TanhGaussianActor(nn.Module):
-    def __init__(self, obs_dim: int, act_dim: int, hidden: list[int], act: str) -> None:
-        super().__init__()
-        layers: list[nn.Module] = []
-        last = obs_dim
-        for width in hidden:
-            layers += [nn.Linear(last, width), activation(act)()]
-            last = width
-        self.net = nn.Sequential(*layers)
-        self.head = nn.Linear(hidden[-1], 2 * act_dim)
-
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        mean, log_std = self.head(self.net(obs)).chunk(2, dim=-1)
-        return mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
-
-    @staticmethod
-    def _log_prob(pre: torch.Tensor, mean: torch.Tensor, log_std: torch.Tensor) -> torch.Tensor:
-        z = (pre - mean) / log_std.exp()
-        lp = (-0.5 * z.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
-        return lp - (2 * (math.log(2) - pre - nn.functional.softplus(-2 * pre))).sum(-1)
-
-    def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        mean, log_std = self(obs)
-        pre = mean + log_std.exp() * torch.randn_like(mean)
-        return torch.tanh(pre), self._log_prob(pre, mean, log_std)
-
-    def log_prob(self, obs: torch.Tensor, unit_action: torch.Tensor) -> torch.Tensor:
-        mean, log_std = self(obs)
-        pre = torch.atanh(unit_action.clamp(-1 + 1e-5, 1 - 1e-5))
-        return self._log_prob(pre, mean, log_std)
-
-    def deterministic(self, obs: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self(obs)[0])
 
 
 class WSRLPolicy(Policy):
