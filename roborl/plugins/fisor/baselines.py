@@ -19,6 +19,7 @@ import torch
 from roborl.core.config import rng
 from roborl.core.interfaces import Algorithm, Batch, Policy
 from roborl.core.nn import ActionScaler, mlp, obs_tensor
+from roborl.core.policies import AlgorithmPolicy
 from roborl.core.spaces import flat_dim
 
 
@@ -44,20 +45,6 @@ class BCConfig:
     hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])
     safe_only: bool = False
     cost_limit: float = field(default=0.0, metadata=rng(0.0, None, "episode cost for BC-safe"))
-
-
-class BCPolicy(Policy):
-    def __init__(self, algo: BC) -> None:
-        self.algo = algo
-        self.observation_space = algo.observation_space
-        self.action_space = algo.action_space
-
-    def act(self, obs: np.ndarray) -> np.ndarray:
-        """One observation (the Policy contract) or a batch with a leading axis."""
-        obs = np.asarray(obs, dtype=np.float32)
-        single = obs.ndim == len(self.observation_space.shape)
-        a = self.algo.act(obs[None] if single else obs, deterministic=True)
-        return a[0] if single else a
 
 
 class BC(Algorithm):
@@ -98,7 +85,7 @@ class BC(Algorithm):
         return {"bc_loss": float(loss.detach())}
 
     def policy(self) -> Policy:
-        return BCPolicy(self)
+        return AlgorithmPolicy(self)
 
     def state_dict(self) -> dict[str, Any]:
         return {"net": self.net.state_dict(), "opt": self.opt.state_dict()}

@@ -60,6 +60,7 @@ from torch import nn
 from roborl.core.config import rng
 from roborl.core.interfaces import Algorithm, Batch, Policy
 from roborl.core.nn import ActionScaler, EnsembleMLP, obs_tensor, polyak_update
+from roborl.core.policies import AlgorithmPolicy
 from roborl.core.spaces import flat_dim
 
 
@@ -218,22 +219,6 @@ class FISORConfig:
     normalize_reward: bool = True
 
 
-class FISORPolicy(Policy):
-    """Deployable FISOR policy: 16 diffusion samples, the one with the lowest Q_h."""
-
-    def __init__(self, algo: FISOR) -> None:
-        self.algo = algo
-        self.observation_space = algo.observation_space
-        self.action_space = algo.action_space
-
-    def act(self, obs: np.ndarray) -> np.ndarray:
-        """One observation (the Policy contract) or a batch with a leading axis."""
-        obs = np.asarray(obs, dtype=np.float32)
-        single = obs.ndim == len(self.observation_space.shape)
-        a = self.algo.act(obs[None] if single else obs, deterministic=True)
-        return a[0] if single else a
-
-
 class FISOR(Algorithm):
     """FISOR; see the module docstring for the paper's equations and the deviations."""
 
@@ -316,7 +301,7 @@ class FISOR(Algorithm):
         return self.scaler.to_env(a.cpu().numpy())
 
     def policy(self) -> Policy:
-        return FISORPolicy(self)
+        return AlgorithmPolicy(self)  # 16 diffusion samples, lowest Q_h
 
     # -- learning --------------------------------------------------------------------------
     def update(self, batch: Batch) -> dict[str, float]:

@@ -72,6 +72,7 @@ from roborl.core.config import rng
 from roborl.core.errors import ConfigError
 from roborl.core.interfaces import Algorithm, Batch, Policy
 from roborl.core.nn import ActionScaler, EnsembleMLP, activation, obs_tensor, polyak_update
+from roborl.core.policies import BatchedPolicy
 from roborl.core.spaces import flat_dim
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
@@ -189,7 +190,7 @@ class Actor(nn.Module):
         return (-0.5 * z.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
 
 
-class IQLPolicy(Policy):
+class IQLPolicy(BatchedPolicy):
     """Deterministic policy: normalise the observation (RIQL), tanh mean, rescale."""
 
     def __init__(
@@ -200,21 +201,17 @@ class IQLPolicy(Policy):
         obs_space: gym.Space,
         action_space: gym.spaces.Box,
     ) -> None:
+        super().__init__(obs_space, action_space)
         self.actor = actor
         self.obs_mean, self.obs_std = obs_mean, obs_std
-        self.observation_space = obs_space
-        self.action_space = action_space
         self.scaler = ActionScaler(action_space)
         self.device = next(actor.parameters()).device
 
     @torch.no_grad()
-    def act(self, obs: np.ndarray) -> np.ndarray:
-        obs = np.asarray(obs, dtype=np.float32)
-        single = obs.ndim == len(self.observation_space.shape)
-        x = obs_tensor(obs[None] if single else obs, self.device).flatten(1)
+    def act_batch(self, obs: np.ndarray) -> np.ndarray:
+        x = obs_tensor(obs, self.device).flatten(1)
         x = (x - self.obs_mean) / self.obs_std
-        a = self.scaler.to_env(self.actor.mean(x).cpu().numpy())
-        return a[0] if single else a
+        return self.scaler.to_env(self.actor.mean(x).cpu().numpy())
 
 
 class IQL(Algorithm):

@@ -62,6 +62,7 @@ from roborl.core.nn import (
     obs_tensor,
     polyak_update,
 )
+from roborl.core.policies import SquashedGaussianPolicy
 from roborl.core.spaces import flat_dim
 
 
@@ -89,27 +90,6 @@ class SACConfig:
     compile: bool = False
     compile_mode: str | None = None  # None = inductor's default; "max-autotune-no-cudagraphs"...
     cudagraphs: bool = False  # CUDA only ("reduce-overhead"); ignored with a warning elsewhere
-
-
-class SquashedGaussianPolicy(Policy):
-    """Deterministic tanh(mean) policy for evaluation and deployment."""
-
-    def __init__(
-        self, actor: TanhGaussianActor, obs_space: gym.Space, action_space: gym.spaces.Box
-    ) -> None:
-        self.actor = actor
-        self.observation_space = obs_space
-        self.action_space = action_space
-        self.scaler = ActionScaler(action_space)
-        self.device = next(actor.parameters()).device
-
-    @torch.no_grad()
-    def act(self, obs: np.ndarray) -> np.ndarray:
-        obs = np.asarray(obs, dtype=np.float32)
-        single = obs.ndim == len(self.observation_space.shape)
-        x = obs_tensor(obs[None] if single else obs, self.device).flatten(1)
-        a = self.scaler.to_env(self.actor.deterministic(x).cpu().numpy())
-        return a[0] if single else a
 
 
 class SAC(Algorithm):

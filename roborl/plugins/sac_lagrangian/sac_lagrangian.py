@@ -60,6 +60,7 @@ from roborl.core.nn import (
     obs_tensor,
     polyak_update,
 )
+from roborl.core.policies import AlgorithmPolicy
 from roborl.core.spaces import flat_dim
 
 
@@ -88,21 +89,6 @@ class SACLagrangianConfig:
     lambda_init: float = field(default=0.0, metadata=rng(0.0, None))
     lambda_lr: float = field(default=3e-4, metadata=rng(0.0, 1.0))
     lambda_max: float = field(default=100.0, metadata=rng(0.0, None))
-
-
-class SACLagrangianPolicy(Policy):
-    """Deterministic tanh(mean) policy for evaluation and deployment."""
-
-    def __init__(self, algo: SACLagrangian) -> None:
-        self.algo = algo
-        self.observation_space = algo.observation_space
-        self.action_space = algo.action_space
-
-    def act(self, obs: np.ndarray) -> np.ndarray:
-        obs = np.asarray(obs, dtype=np.float32)
-        single = obs.ndim == len(self.observation_space.shape)
-        a = self.algo.act(obs[None] if single else obs, deterministic=True)
-        return a[0] if single else a
 
 
 class SACLagrangian(Algorithm):
@@ -167,7 +153,7 @@ class SACLagrangian(Algorithm):
         return self.scaler.to_env(a.cpu().numpy())
 
     def policy(self) -> Policy:
-        return SACLagrangianPolicy(self)
+        return AlgorithmPolicy(self)  # deterministic tanh(mean)
 
     @property
     def lagrange_multiplier(self) -> float:

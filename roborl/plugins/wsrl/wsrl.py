@@ -66,6 +66,7 @@ from roborl.core.nn import (
     obs_tensor,
     polyak_update,
 )
+from roborl.core.policies import SquashedGaussianPolicy
 from roborl.core.spaces import flat_dim
 
 PHASE_PRETRAIN, PHASE_WARMUP, PHASE_FINETUNE = 0, 1, 2
@@ -143,21 +144,6 @@ def calql_regulariser(
     return lse - q_data
 
 
-class WSRLPolicy(Policy):
-    def __init__(self, actor: TanhGaussianActor, obs_space: gym.Space, act_space: gym.Space):
-        self.actor, self.observation_space, self.action_space = actor, obs_space, act_space
-        self.scaler = ActionScaler(act_space)
-        self.device = next(actor.parameters()).device
-
-    @torch.no_grad()
-    def act(self, obs: np.ndarray) -> np.ndarray:
-        obs = np.asarray(obs, dtype=np.float32)
-        single = obs.ndim == len(self.observation_space.shape)
-        x = obs_tensor(obs[None] if single else obs, self.device).flatten(1)
-        a = self.scaler.to_env(self.actor.deterministic(x).cpu().numpy())
-        return a[0] if single else a
-
-
 class WSRL(Algorithm):
     name = "wsrl"
     accepts_pretrained = True  # the runner's top-level `pretrained=CKPT` is honoured
@@ -223,7 +209,7 @@ class WSRL(Algorithm):
         return self.scaler.to_env(a.cpu().numpy())
 
     def policy(self) -> Policy:
-        return WSRLPolicy(self.actor, self.observation_space, self.action_space)
+        return SquashedGaussianPolicy(self.actor, self.observation_space, self.action_space)
 
     # -- losses ------------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from torch import nn
 from roborl.core.config import rng
 from roborl.core.interfaces import Algorithm, Batch, Policy
 from roborl.core.nn import ActionScaler, EnsembleMLP, mlp, obs_tensor, polyak_update
+from roborl.core.policies import BatchedPolicy
 
 
 @dataclass
@@ -34,20 +35,20 @@ class TD3Config:
     buffer_size: int = field(default=1_000_000, metadata=rng(1, None))
 
 
-class DeterministicPolicy(Policy):
+class DeterministicPolicy(BatchedPolicy):
+    """tanh(actor(obs)) rescaled to the action bounds; BatchedPolicy handles one-vs-batch."""
+
     def __init__(
         self, actor: nn.Module, obs_space: gym.Space, action_space: gym.spaces.Box
     ) -> None:
-        self.actor, self.observation_space, self.action_space = actor, obs_space, action_space
+        super().__init__(obs_space, action_space)
+        self.actor = actor
         self.scaler = ActionScaler(action_space)
 
     @torch.no_grad()
-    def act(self, obs: np.ndarray) -> np.ndarray:
-        obs = np.asarray(obs, dtype=np.float32)
-        single = obs.ndim == 1
-        a = torch.tanh(self.actor(obs_tensor(obs[None] if single else obs, torch.device("cpu"))))
-        a = self.scaler.to_env(a.numpy())
-        return a[0] if single else a
+    def act_batch(self, obs: np.ndarray) -> np.ndarray:
+        a = torch.tanh(self.actor(obs_tensor(obs, torch.device("cpu"))))
+        return self.scaler.to_env(a.numpy())
 
 
 class TD3(Algorithm):
