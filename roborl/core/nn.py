@@ -41,6 +41,14 @@ def mlp(
     act: str = "relu",
     layer_norm: bool = False,
 ) -> nn.Sequential:
+    last = hidden[-1] if hidden else in_dim
+    return nn.Sequential(*hidden_layers(in_dim, hidden, act, layer_norm), nn.Linear(last, out_dim))
+
+
+def hidden_layers(
+    in_dim: int, hidden: Sequence[int], act: str = "relu", layer_norm: bool = False
+) -> list[nn.Module]:
+    """Linear (+ LayerNorm) + activation per hidden width: the trunk of every MLP here."""
     layers: list[nn.Module] = []
     last = in_dim
     for width in hidden:
@@ -49,8 +57,7 @@ def mlp(
             layers.append(nn.LayerNorm(width))
         layers.append(activation(act)())
         last = width
-    layers.append(nn.Linear(last, out_dim))
-    return nn.Sequential(*layers)
+    return layers
 
 
 class EnsembleLinear(nn.Module):
@@ -137,13 +144,8 @@ class TanhGaussianActor(nn.Module):
         log_std_bounds: tuple[float, float] = (-20.0, 2.0),
     ) -> None:
         super().__init__()
-        layers: list[nn.Module] = []
-        last = obs_dim
-        for width in hidden:
-            layers += [nn.Linear(last, width), activation(act)()]
-            last = width
-        self.net = nn.Sequential(*layers)
-        self.head = nn.Linear(last, 2 * act_dim)
+        self.net = nn.Sequential(*hidden_layers(obs_dim, hidden, act))
+        self.head = nn.Linear(hidden[-1] if hidden else obs_dim, 2 * act_dim)
         self.log_std_min, self.log_std_max = log_std_bounds
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -71,7 +71,7 @@ from torch.nn import functional as F
 from roborl.core.config import rng
 from roborl.core.errors import ConfigError
 from roborl.core.interfaces import Algorithm, Batch, Policy
-from roborl.core.nn import ActionScaler, EnsembleMLP, activation, obs_tensor, polyak_update
+from roborl.core.nn import ActionScaler, EnsembleMLP, mlp, obs_tensor, polyak_update
 from roborl.core.policies import BatchedPolicy
 from roborl.core.spaces import flat_dim
 
@@ -170,13 +170,7 @@ class Actor(nn.Module):
         self, obs_dim: int, act_dim: int, hidden: list[int], act: str, deterministic: bool
     ) -> None:
         super().__init__()
-        layers: list[nn.Module] = []
-        last = obs_dim
-        for width in hidden:
-            layers += [nn.Linear(last, width), activation(act)()]
-            last = width
-        layers.append(nn.Linear(last, act_dim))
-        self.net = nn.Sequential(*layers)
+        self.net = mlp(obs_dim, hidden, act_dim, act)
         self.deterministic = deterministic
         self.log_std = nn.Parameter(torch.zeros(act_dim))
 
