@@ -161,3 +161,20 @@ class RunConfig:
     distributed: str | None = field(
         default=None, metadata={"help": "a plugin's training loop, e.g. ray (roborl_loops)"}
     )
+
+
+@dataclass
+class OffPolicyConfig:
+    """What the off-policy loop needs from any replay-based algorithm's config.
+
+    Algorithms that learn from a replay buffer (SAC, DSAC-T, SAC-Lagrangian, WSRL online, ...)
+    subclass this instead of re-declaring the fields, so the loop reads them as typed
+    attributes rather than probing with silent defaults.
+    """
+
+    gamma: float = field(default=0.99, metadata=rng(0.0, 1.0, "discount factor"))
+    batch_size: int = field(default=256, metadata=rng(1, None, "transitions per gradient update"))
+    buffer_size: int = field(
+        default=1_000_000, metadata=rng(1, None, "replay capacity (capped at total_steps)")
+    )
+    n_step: int = field(default=1, metadata=rng(1, 100, "n-step return horizon"))
