@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib.metadata as importlib_metadata
 import os
-import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -260,6 +259,3 @@ def get_host(disable: Iterable[str] = (), reload: bool = False) -> PluginHost:
         _HOST = host
     return _HOST
 
-
-def short_traceback(exc: BaseException) -> str:
-    return "".join(traceback.format_exception_only(type(exc), exc)).strip()
