@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -40,6 +41,10 @@ REQUIRED_FIELDS = (
 OPTIONAL_FIELDS = ("costs",)
 ALL_FIELDS = REQUIRED_FIELDS + OPTIONAL_FIELDS
 META_KEY = "__metadata__"
+# Slack for float32 round-off when comparing actions to the env's bounds.
+ACTION_BOUND_TOL = 1e-5
+
+log = logging.getLogger("roborl.datasets")
 
 
 @dataclass
@@ -416,6 +421,84 @@ def load_file(path: str | Path) -> OfflineDataset:
         f"unknown dataset file type {suffix!r} for {str(path)!r}; accepted: .npz, .hdf5, .h5, "
         "or a Minari dataset directory / id."
     )
+
+
+def check_dataset_spaces(
+    dataset: OfflineDataset,
+    observation_space: gym.Space,
+    action_space: gym.Space,
+    env_name: str,
+) -> None:
+    """Check a dataset against the env it will be evaluated on, before any update runs.
+
+    Why: without it a dataset recorded on another task trains for the whole budget and then
+    crashes at the first evaluation with a bare tensor-size error. A mismatch in the
+    observation or action dimension raises `DatasetError` naming the field, both shapes and
+    the env.
+
+    Actions outside the env's Box bounds are accepted with one warning that gives the
+    fraction of transitions out of bounds (and the largest excess). Why not refuse: RIQL's
+    corruption protocol (and its official code) leaves corrupted actions unclipped, and many
+    D4RL files hold actions a hair beyond +-1; the algorithms squash their own outputs into
+    the bounds, so such data is usable, but a user who recorded in other units should know.
+    """
+    obs_shape = tuple(int(d) for d in dataset.observations.shape[1:])
+    if isinstance(observation_space, gym.spaces.Box):
+        want_obs = tuple(int(d) for d in observation_space.shape)
+        ok = obs_shape == want_obs or (
+            int(np.prod(obs_shape)) == int(np.prod(want_obs)) and len(want_obs) == 1
+        )
+    else:
+        try:
+            flat = int(gym.spaces.flatdim(observation_space))
+        except Exception as exc:
+            raise DatasetError(
+                f"env {env_name!r} has observation space {observation_space}, which flat "
+                "offline datasets cannot hold; use an env with a Box observation space."
+            ) from exc
+        want_obs, ok = (flat,), dataset.obs_dim == flat
+    if not ok:
+        raise DatasetError(
+            f"dataset field 'observations' has per-step shape {obs_shape} but env "
+            f"{env_name!r} observes shape {want_obs}; the dataset was recorded on another "
+            "task (or observation wrapper). Pick the matching env= or dataset=."
+        )
+    if isinstance(action_space, gym.spaces.Box):
+        want_act = tuple(int(d) for d in action_space.shape)
+        if dataset.action_dim != int(np.prod(want_act)):
+            raise DatasetError(
+                f"dataset field 'actions' has per-step shape ({dataset.action_dim},) but env "
+                f"{env_name!r} takes actions of shape {want_act}; the dataset was recorded on "
+                "another task. Pick the matching env= or dataset=."
+            )
+        low = np.asarray(action_space.low, np.float64).reshape(1, -1)
+        high = np.asarray(action_space.high, np.float64).reshape(1, -1)
+        act = dataset.actions.astype(np.float64)
+        excess = np.maximum(act - high, low - act)
+        outside = (excess > ACTION_BOUND_TOL).any(axis=1)
+        if outside.any():
+            log.warning(
+                "dataset actions: %.2f%% of transitions (%d of %d) lie outside env %r's "
+                "action bounds [%s, %s] (largest excess %.3g); training on them as they are "
+                "(the policy's own actions stay within the bounds).",
+                100.0 * outside.mean(),
+                int(outside.sum()),
+                len(dataset),
+                env_name,
+                np.array2string(low[0], precision=3),
+                np.array2string(high[0], precision=3),
+                float(excess.max()),
+            )
+    elif isinstance(action_space, gym.spaces.Discrete):
+        raise DatasetError(
+            f"env {env_name!r} has discrete actions ({action_space}); roborl's offline "
+            "algorithms and datasets take continuous (Box) actions."
+        )
+    else:
+        raise DatasetError(
+            f"env {env_name!r} has action space {action_space}; offline datasets take Box "
+            "actions only."
+        )
 
 
 def normalized_score(ret: float, reference_returns: Mapping[str, float]) -> float | None:
