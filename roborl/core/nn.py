@@ -131,9 +131,11 @@ class EnsembleMLP(nn.Module):
 
 class TanhGaussianActor(nn.Module):
     """SAC's tanh-squashed Gaussian actor (Haarnoja et al. 2018, Appendix C): an MLP gives the
-    mean and log-std of a Gaussian (log-std clamped, [-20, 2] as in the reference code), and
-    actions are tanh of a reparameterised sample, in [-1, 1]. Shared by SAC, DSAC-T,
-    SAC-Lagrangian and WSRL, so their checkpoints keep one layout (`net`, `head`)."""
+    mean and log-std of a Gaussian (log-std clamped to `log_std_bounds`, [-20, 2] as in the
+    SAC reference code), and actions are tanh of a reparameterised sample, in [-1, 1]. Shared
+    by SAC, DSAC-T, SAC-Lagrangian and WSRL, so their checkpoints keep one layout (`net`,
+    `head`). `layer_norm` puts a LayerNorm after each hidden Linear (WSRL's actor); it shifts
+    the `net.*` indices, so such a checkpoint only loads into an actor built the same way."""
 
     def __init__(
         self,
@@ -142,9 +144,10 @@ class TanhGaussianActor(nn.Module):
         hidden: Sequence[int],
         act: str = "relu",
         log_std_bounds: tuple[float, float] = (-20.0, 2.0),
+        layer_norm: bool = False,
     ) -> None:
         super().__init__()
-        self.net = nn.Sequential(*hidden_layers(obs_dim, hidden, act))
+        self.net = nn.Sequential(*hidden_layers(obs_dim, hidden, act, layer_norm))
         self.head = nn.Linear(hidden[-1] if hidden else obs_dim, 2 * act_dim)
         self.log_std_min, self.log_std_max = log_std_bounds
 

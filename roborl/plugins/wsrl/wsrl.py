@@ -1,38 +1,63 @@
 """WSRL: warm-start RL, offline-to-online fine-tuning without retaining offline data.
 
 Zhou, Peng, Li, Levine, Kumar, "Efficient Online Reinforcement Learning Fine-Tuning Need Not
-Retain Offline Data", ICLR 2025, arXiv 2412.07762. Three phases driven by `train(runner)`:
+Retain Offline Data", ICLR 2025, arXiv 2412.07762, and its official code
+(github.com/zhouzypaul/wsrl: `finetune.py`, `wsrl/agents/{sac,cql}.py`,
+`experiments/configs/{sac,cql,wsrl,train}_config.py`, the locomotion launch scripts). Three
+phases driven by `train(ctx)`:
 
-1. Pre-training on `dataset=` with Cal-QL (Nakamoto et al., arXiv 2303.05479, the paper's
-   default) or IQL (Kostrikov et al., arXiv 2110.06169, `pretrain: iql`). Cal-QL is CQL
-   (Kumar et al. 2020, eq. 3; importance-sampled log-sum-exp over `cql_n_actions` uniform,
-   pi(s) and pi(s') actions) whose policy-action Q-values inside the log-sum-exp are replaced by
-   max(Q(s, a_pi), MC(s)) (Cal-QL eq. 5): the regulariser never pushes Q below the dataset's
-   discounted Monte-Carlo return-to-go MC(s). TD target from a REDQ subsample of 2 of the 10
-   target critics (min), no entropy backup (Cal-QL default).
+1. Pre-training on `dataset=` with Cal-QL (Nakamoto et al., arXiv 2303.05479), CQL (Kumar et
+   al. 2020) or IQL (Kostrikov et al., arXiv 2110.06169), selected by `pretrain`. CQL/Cal-QL
+   as the official `CQLAgent` with `--use_redq`: 10 LayerNorm critics; TD target
+   r + gamma (1 - d) max_j min_{i in S} Q'_i(s', a'_j) over `cql_n_actions` next actions
+   a'_j ~ pi(s') (`cql_max_target_backup`, on as in the official configs) and a random REDQ
+   subset S of 2 target critics, no entropy backup; TD loss averaged over all critics; the
+   CQL gap (Kumar et al. eq. 3, importance-sampled log-sum-exp over `cql_n_actions` uniform,
+   pi(s) and pi(s') actions, all evaluated at s) on another random subset of 2 critics, with
+   Cal-QL's bound max(Q(s, a_pi), MC(s)) on the policy actions (Cal-QL eq. 5), weight
+   `cql_alpha`; actor and temperature as in fine-tuning; all losses from the same parameters
+   in one step, then the Polyak update.
 2. Warm-up: an empty online buffer, `warmup_steps` (5,000) env steps rolled out with the frozen
    pre-trained policy (stochastic actions), no gradient updates.
-3. Fine-tuning: plain SAC (no CQL term), UTD `utd_ratio` (4), batch 1024, 10 LayerNorm critics
-   with a REDQ min over a random subsample of 2 for the target, entropy backup, actor on the
-   ensemble mean; every network initialised from pre-training; no offline data in the buffer.
+3. Fine-tuning: SAC with no CQL term and no offline data in the buffer, as the official
+   `SACAgent.update_high_utd`: each update takes one batch of `batch_size` (1024), splits it
+   into `utd_ratio` (4) minibatches, makes one critic step (and Polyak update) on each, then
+   one actor and temperature step on the whole batch. Target r + gamma (1 - d) min over a
+   random subset of 2 of the 10 target critics, without entropy term (`backup_entropy`
+   false, the official default). Every network starts from pre-training.
+
+In both phases the actor loss is E[alpha log pi(a|s) - min_i Q_i(s, a)], the minimum over the
+whole ensemble (the official `policy_loss_fn`); the temperature loss is
+-alpha (log pi + target_entropy) with target entropy -dim(A). Official locomotion defaults:
+256x256 ReLU actor and critics, both with LayerNorm; actor std clipped to [1e-5, 10]; Adam
+1e-4 (actor), 3e-4 (critic), 1e-4 (temperature); gamma 0.99, tau 0.005, initial alpha 1.
 
 Baselines in the same class (configs `algo=wsrl_scratch|wsrl_rlpd|wsrl_no_warmup`): SAC from
 scratch (`pretrain: none`, uniform random actions for the warm-up, as SAC's learning starts),
-fine-tuning that keeps the offline data (`offline_ratio: 0.5`, RLPD-style symmetric sampling),
-fine-tuning without warm-up (`warmup_steps: 0`).
+fine-tuning that keeps the offline data (`offline_ratio: 0.5`, the official RLPD launch
+script's `--offline_data_ratio 0.5`), fine-tuning without warm-up (`warmup_steps: 0`).
 
-Step axis: one continuous curve. During pre-training `step` counts gradient steps; online,
-`step = pretrain_steps + env steps`. `train/phase` is 0 (pre-training), 1 (warm-up), 2
-(fine-tuning); `phase/boundary_step` is logged once where online starts, and `wsrl.json` in the
-run directory records it. `run.total_steps` is the online env-step budget.
+Two counters, each under its own name: pre-training moves `updates` only (its length is
+`algo.pretrain_steps` gradient updates, and the schedule counts updates then); online, `step`
+counts env steps from 0 to `total_steps` (the schedule counts env steps). `train/phase` is 0
+(pre-training), 1 (warm-up), 2 (fine-tuning); `phase/boundary_updates` is logged once where
+online starts, and `wsrl.json` in the run directory records it. Online, the run's `updates`
+count critic gradient steps (`utd_ratio` per online env step).
 
-Defaults checked against the public WSRL launch scripts (finetune.py with `--utd 4
---batch_size 1024 --warmup_steps 5000`; RLPD baseline `--offline_data_ratio 0.5`); their
-locomotion scripts pre-train for 250k steps (`algo.pretrain_steps=250000`), other suites 1M.
-
-Deviations / choices (stated, not hidden):
-- cql_alpha defaults to 5.0 (Cal-QL's locomotion/antmaze value); set it per task.
-- Fresh Adam state at the phase switch (weights and temperature carry over).
+Remaining deviations from the official code:
+- Initialisation: PyTorch's default (Kaiming-uniform) instead of the official orthogonal
+  init with a 1e-2 scale on the last hidden layer (`kernel_scale_final`).
+- Temperature: learned as log(alpha), entropy estimated on the batch's states; the official
+  code learns a softplus-parameterised multiplier and estimates the entropy on next states.
+- Online updates start right after the warm-up; the official loop also waits until the
+  online buffer holds batch_size * (1 - offline_ratio) transitions, which only matters when
+  `warmup_steps` is below that (the no-warm-up baseline).
+- Fresh Adam state at the phase switch (weights and temperature carry over); the official
+  fine-tuning restores the optimiser state with the pre-trained checkpoint.
+- The online buffer holds all `run.total_steps` transitions (official capacity 2M).
+- `pretrain` defaults to Cal-QL, the paper's pre-training for AntMaze, Kitchen and Adroit;
+  the official locomotion scripts pre-train with CQL (`algo.pretrain=cql`) for 250k steps.
+  `cql_alpha` 5 is the locomotion value (Adroit uses 1).
 - A resumed online phase restarts the current episode (the env state is not checkpointed).
 - The IQL actor is a tanh-Gaussian trained by advantage-weighted log-likelihood of the clipped
   dataset action, so SAC can fine-tune the same network.
@@ -42,60 +67,61 @@ Deviations / choices (stated, not hidden):
 
 from __future__ import annotations
 
-import copy
 import math
 import time
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
 import torch
 
+from roborl.core.actor_critic import SoftActorCritic, SoftActorCriticConfig
 from roborl.core.buffer import ReplayBuffer
 from roborl.core.checkpoint import atomic_write_json, load_checkpoint
 from roborl.core.config import rng
 from roborl.core.errors import CheckpointError, ConfigError, DatasetError
-from roborl.core.interfaces import Algorithm, Batch, Policy
-from roborl.core.nn import (
-    ActionScaler,
-    EnsembleMLP,
-    TanhGaussianActor,
-    obs_tensor,
-    polyak_update,
-)
-from roborl.core.policies import SquashedGaussianPolicy
-from roborl.core.spaces import flat_dim
+from roborl.core.interfaces import Batch
+from roborl.core.nn import EnsembleMLP, polyak_update
+
+if TYPE_CHECKING:
+    from roborl.core.context import TrainContext
 
 PHASE_PRETRAIN, PHASE_WARMUP, PHASE_FINETUNE = 0, 1, 2
+# Official `Policy` clips the actor's std to [std_min, std_max] = [1e-5, 10].
+LOG_STD_BOUNDS = (math.log(1e-5), math.log(10.0))
 
 
 @dataclass
-class WSRLConfig:
+class WSRLConfig(SoftActorCriticConfig):
+    batch_size: int = field(
+        default=1024, metadata=rng(1, None, "online batch, split into utd_ratio critic steps")
+    )
+    actor_lr: float = field(default=1e-4, metadata=rng(0.0, 1.0, "actor Adam learning rate"))
+    alpha_lr: float = field(default=1e-4, metadata=rng(0.0, 1.0, "temperature Adam learning rate"))
     pretrain: str = field(default="calql", metadata={"choices": ["calql", "cql", "iql", "none"]})
     pretrain_steps: int = field(default=1_000_000, metadata=rng(0, None, "gradient steps"))
     pretrain_batch_size: int = field(default=256, metadata=rng(1, None))
     warmup_steps: int = field(default=5_000, metadata=rng(0, None, "frozen-policy env steps"))
-    utd_ratio: int = field(default=4, metadata=rng(1, 1024))
-    batch_size: int = field(default=1024, metadata=rng(1, None))
+    utd_ratio: int = field(default=4, metadata=rng(1, 1024, "critic steps per online env step"))
     offline_ratio: float = field(default=0.0, metadata=rng(0.0, 1.0, "RLPD baseline: 0.5"))
-    gamma: float = field(default=0.99, metadata=rng(0.0, 1.0))
-    tau: float = field(default=0.005, metadata=rng(0.0, 1.0))
-    actor_lr: float = field(default=1e-4, metadata=rng(0.0, 1.0))
-    critic_lr: float = field(default=3e-4, metadata=rng(0.0, 1.0))
-    alpha_lr: float = field(default=3e-4, metadata=rng(0.0, 1.0))
-    hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])
-    activation: str = field(default="relu", metadata={"choices": ["relu", "gelu", "elu", "silu"]})
     num_critics: int = field(default=10, metadata=rng(1, 64))
-    critic_subsample: int = field(default=2, metadata=rng(1, 64))
-    layer_norm: bool = True
-    init_alpha: float = field(default=1.0, metadata=rng(1e-8, None))
-    target_entropy: float | None = None
+    critic_subsample: int = field(
+        default=2, metadata=rng(1, 64, "REDQ: target critics in the min (drawn with replacement)")
+    )
+    layer_norm: bool = field(default=True, metadata={"help": "LayerNorm in the critics"})
+    actor_layer_norm: bool = field(default=True, metadata={"help": "LayerNorm in the actor"})
+    backup_entropy: bool = field(
+        default=False, metadata={"help": "subtract alpha log pi' in the online TD target"}
+    )
     cql_alpha: float = field(default=5.0, metadata=rng(0.0, None))
     cql_n_actions: int = field(default=10, metadata=rng(1, 1024))
     cql_temperature: float = field(default=1.0, metadata=rng(1e-6, None))
+    cql_max_target_backup: bool = field(
+        default=True, metadata={"help": "pre-training target: max over cql_n_actions next actions"}
+    )
     iql_expectile: float = field(default=0.7, metadata=rng(0.5, 1.0))
     iql_temperature: float = field(default=3.0, metadata=rng(0.0, None))
     max_episode_steps: int = field(default=1000, metadata=rng(1, None))
@@ -144,7 +170,7 @@ def calql_regulariser(
     return lse - q_data
 
 
-class WSRL(Algorithm):
+class WSRL(SoftActorCritic):
     name = "wsrl"
     accepts_pretrained = True  # the runner's top-level `pretrained=CKPT` is honoured
     Config = WSRLConfig
@@ -157,104 +183,166 @@ class WSRL(Algorithm):
         config: WSRLConfig,
         device: str | torch.device = "cpu",
     ) -> None:
-        super().__init__(observation_space, action_space, config, device)
-        if not isinstance(action_space, gym.spaces.Box):
-            raise ConfigError(f"WSRL needs a continuous (Box) action space, got {action_space}.")
         cfg = config
         if cfg.critic_subsample > cfg.num_critics:
             raise ConfigError(
                 f"algo.critic_subsample={cfg.critic_subsample} exceeds algo.num_critics="
                 f"{cfg.num_critics}; the REDQ subsample must be at most the ensemble size."
             )
-        obs_dim, act_dim = flat_dim(observation_space), flat_dim(action_space)
-        self.obs_dim, self.act_dim = obs_dim, act_dim
-        self.scaler = ActionScaler(action_space, self.device)
-        hidden = list(cfg.hidden_sizes)
-        self.actor = TanhGaussianActor(obs_dim, act_dim, hidden, cfg.activation).to(self.device)
-        self.critic = EnsembleMLP(
-            cfg.num_critics, obs_dim + act_dim, hidden, 1, cfg.activation, cfg.layer_norm
-        ).to(self.device)
-        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        self.value = EnsembleMLP(1, obs_dim, hidden, 1, cfg.activation, cfg.layer_norm).to(
-            self.device
-        )  # IQL's V (unused by Cal-QL and SAC)
-        self.log_alpha = torch.tensor(
-            math.log(cfg.init_alpha), device=self.device, requires_grad=True
+        if cfg.batch_size % cfg.utd_ratio:
+            raise ConfigError(
+                f"algo.batch_size={cfg.batch_size} is not divisible by algo.utd_ratio="
+                f"{cfg.utd_ratio}: each online update splits the batch into utd_ratio equal "
+                "critic minibatches (official WSRL: 1024 = 4 x 256)."
+            )
+        if cfg.n_step != 1:
+            raise ConfigError(
+                f"algo.n_step={cfg.n_step}: WSRL uses one-step targets (as the official code); "
+                "set algo.n_step=1."
+            )
+        super().__init__(
+            observation_space,
+            action_space,
+            config,
+            device,
+            num_critics=cfg.num_critics,
+            critic_layer_norm=cfg.layer_norm,
+            actor_layer_norm=cfg.actor_layer_norm,
+            log_std_bounds=LOG_STD_BOUNDS,
         )
-        self.target_entropy = float(
-            cfg.target_entropy if cfg.target_entropy is not None else -act_dim
-        )
+        self.value = EnsembleMLP(
+            1, self.obs_dim, list(cfg.hidden_sizes), 1, cfg.activation, cfg.layer_norm
+        ).to(self.device)  # IQL's V (unused by Cal-QL and SAC)
         self.phase = {"pretrain_updates": 0, "online_steps": 0, "pretrain_done": False}
         self.updates = 0
         self._make_optimizer()
 
     def _make_optimizer(self) -> None:
         cfg = self.config
-        self.optimizer = torch.optim.Adam(
-            [
-                {"params": list(self.actor.parameters()), "lr": cfg.actor_lr},
-                {"params": list(self.critic.parameters()), "lr": cfg.critic_lr},
-                {"params": list(self.value.parameters()), "lr": cfg.critic_lr},
-                {"params": [self.log_alpha], "lr": cfg.alpha_lr},
-            ],
-            foreach=self.device.type == "cpu",
-        )
-
-    # -- acting ------------------------------------------------------------------------------
-
-    @torch.no_grad()
-    def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
-        x = obs_tensor(obs, self.device).flatten(1)
-        a = self.actor.deterministic(x) if deterministic else self.actor.sample(x)[0]
-        return self.scaler.to_env(a.cpu().numpy())
-
-    def policy(self) -> Policy:
-        return SquashedGaussianPolicy(self.actor, self.observation_space, self.action_space)
+        groups = [
+            {"params": list(self.actor.parameters()), "lr": cfg.actor_lr},
+            {"params": list(self.critic.parameters()), "lr": cfg.critic_lr},
+            {"params": list(self.value.parameters()), "lr": cfg.critic_lr},
+        ]
+        if cfg.autotune_alpha:
+            groups.append({"params": [self.log_alpha], "lr": cfg.alpha_lr})
+        # One Adam with per-network learning rates: Adam is per-parameter and skips parameters
+        # without a gradient, so a critic-only step leaves the actor's and alpha's state alone.
+        self.optimizer = torch.optim.Adam(groups, foreach=self.device.type == "cpu")
 
     # -- losses ------------------------------------------------------------------------------
 
     def q(self, obs: torch.Tensor, unit_a: torch.Tensor, detach: bool = False) -> torch.Tensor:
-        return self.critic(torch.cat([obs, unit_a], -1), detach).squeeze(-1)
+        return self.q_values(obs, unit_a, detach)
 
-    def _td_target(self, batch: Batch, obs_next: torch.Tensor, entropy: bool) -> torch.Tensor:
+    def _subsample(self) -> torch.Tensor:
+        """A random REDQ subset of critic indices, drawn with replacement (official code)."""
         cfg = self.config
-        with torch.no_grad():
-            na, nlogp = self.actor.sample(obs_next)
-            qn = self.critic_target(torch.cat([obs_next, na], -1)).squeeze(-1)
-            idx = torch.randperm(cfg.num_critics, device=self.device)[: cfg.critic_subsample]
-            qn = qn[idx].min(0).values
-            if entropy:
-                qn = qn - self.log_alpha.exp() * nlogp
-            return batch.rewards + cfg.gamma * (1.0 - batch.terminated) * qn
+        return torch.randint(cfg.num_critics, (cfg.critic_subsample,), device=self.device)
 
-    def _actor_alpha_loss(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def td_target(
+        self,
+        rewards: torch.Tensor,
+        terminated: torch.Tensor,
+        next_obs: torch.Tensor,
+        *,
+        entropy: bool,
+        max_backup: bool,
+    ) -> torch.Tensor:
+        """r + gamma (1 - d) V(s'), V from the min over a REDQ subset of the target critics.
+
+        `max_backup` (CQL's max-target backup) samples `cql_n_actions` next actions per state
+        and keeps the largest subset-min; otherwise one next action. `entropy` subtracts
+        alpha log pi(a'|s') before that choice, as the official `_process_target_next_qs`.
+        """
+        cfg = self.config
+        n = cfg.cql_n_actions if max_backup else 1
+        with torch.no_grad():
+            rep = next_obs.repeat_interleave(n, 0) if n > 1 else next_obs
+            next_a, next_logp = self.actor.sample(rep)
+            qn = self.critic_target(torch.cat([rep, next_a], -1)).squeeze(-1)  # (E, B n)
+            qn = qn[self._subsample()].min(0).values.view(-1, n)
+            if entropy:
+                qn = qn - self.log_alpha.exp() * next_logp.view(-1, n)
+            v_next = qn.max(-1).values
+            return rewards + self.config.gamma * (1.0 - terminated) * v_next
+
+    def _actor_losses(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Actor loss E[alpha log pi - min_i Q_i(s, a)] over the whole ensemble (official
+        `policy_loss_fn`; critic weights detached), temperature loss, and log pi."""
         alpha = self.log_alpha.exp().detach()
         pi_a, logp = self.actor.sample(obs)
-        q_pi = self.q(obs, pi_a, detach=True).mean(0)
+        q_pi = self.q_values(obs, pi_a, detach=True).min(0).values
         actor_loss = (alpha * logp - q_pi).mean()
-        alpha_loss = -(self.log_alpha.exp() * (logp.detach() + self.target_entropy)).mean()
-        return actor_loss + alpha_loss, logp.detach()
+        alpha_loss = (
+            -(self.log_alpha.exp() * (logp.detach() + self.target_entropy)).mean()
+            if self.config.autotune_alpha
+            else torch.zeros((), device=self.device)
+        )
+        return actor_loss, alpha_loss, logp.detach()
 
-    def _step(self, loss: torch.Tensor) -> None:
+    def _critic_loss(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        rewards: torch.Tensor,
+        next_obs: torch.Tensor,
+        terminated: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Online TD loss, mean over critics and samples (official `critic_loss_fn`)."""
+        target = self.td_target(
+            rewards, terminated, next_obs, entropy=self.config.backup_entropy, max_backup=False
+        )
+        q = self.q_values(obs, actions)
+        return (q - target).pow(2).mean(), q.detach().mean()
+
+    def _step(self, loss: torch.Tensor, target_update: bool = True) -> None:
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
         self.updates += 1
-        polyak_update(self.critic_target.parameters(), self.critic.parameters(), self.config.tau)
+        if target_update:
+            polyak_update(
+                self.critic_target.parameters(), self.critic.parameters(), self.config.tau
+            )
 
     def update(self, batch: Batch) -> dict[str, Any]:
-        """One online SAC step (no conservatism): REDQ target with entropy backup."""
+        """One online update per env step, as the official `update_high_utd`.
+
+        The batch (`batch_size` transitions) is split into `utd_ratio` minibatches; each gets
+        one critic step and a Polyak update. Then one actor and temperature step on the whole
+        batch, against the updated critics. With `utd_ratio` 1 all three losses take one step
+        from the same parameters (the official `update`).
+        """
+        cfg = self.config
         obs, next_obs = batch.obs.flatten(1), batch.next_obs.flatten(1)
-        target = self._td_target(batch, next_obs, entropy=True)
-        q = self.q(obs, self.scaler.to_unit(batch.actions))
-        critic_loss = (q - target).pow(2).mean(-1).sum()
-        pi_loss, logp = self._actor_alpha_loss(obs)
-        self._step(critic_loss + pi_loss)
+        actions = self.scaler.to_unit(batch.actions)
+        rewards, terminated = batch.rewards, batch.terminated
+        if cfg.utd_ratio == 1:
+            critic_loss, q_mean = self._critic_loss(obs, actions, rewards, next_obs, terminated)
+            actor_loss, alpha_loss, logp = self._actor_losses(obs)
+            alpha = self.log_alpha.exp().detach()
+            self._step(critic_loss + actor_loss + alpha_loss)
+        else:
+            m = obs.shape[0] // cfg.utd_ratio  # contiguous minibatches, as the official reshape
+            losses, qs = [], []
+            for idx in (slice(i * m, (i + 1) * m) for i in range(cfg.utd_ratio)):
+                c_loss, q_m = self._critic_loss(
+                    obs[idx], actions[idx], rewards[idx], next_obs[idx], terminated[idx]
+                )
+                self._step(c_loss)
+                losses.append(c_loss.detach())
+                qs.append(q_m)
+            critic_loss, q_mean = torch.stack(losses).mean(), torch.stack(qs).mean()
+            actor_loss, alpha_loss, logp = self._actor_losses(obs)
+            alpha = self.log_alpha.exp().detach()
+            self._step(actor_loss + alpha_loss, target_update=False)
         return {
             "critic_loss": critic_loss.detach(),
-            "alpha": self.log_alpha.exp().detach(),
+            "actor_loss": actor_loss.detach(),
+            "alpha": alpha,
             "entropy": -logp.mean(),
-            "q_mean": q.detach().mean(),
+            "q_mean": q_mean,
         }
 
     def pretrain_update(self, batch: Batch) -> dict[str, Any]:
@@ -264,9 +352,15 @@ class WSRL(Algorithm):
         cfg = self.config
         obs, next_obs = batch.obs.flatten(1), batch.next_obs.flatten(1)
         actions = self.scaler.to_unit(batch.actions)
-        target = self._td_target(batch, next_obs, entropy=False)
-        q = self.q(obs, actions)
-        td_loss = (q - target).pow(2).mean(-1).sum()
+        target = self.td_target(
+            batch.rewards,
+            batch.terminated,
+            next_obs,
+            entropy=False,
+            max_backup=cfg.cql_max_target_backup,
+        )
+        q = self.q_values(obs, actions)
+        td_loss = (q - target).pow(2).mean()
 
         b, n = obs.shape[0], cfg.cql_n_actions
         rep = obs.repeat_interleave(n, 0)
@@ -275,12 +369,13 @@ class WSRL(Algorithm):
             a_cur, lp_cur = self.actor.sample(rep)
             a_next, lp_next = self.actor.sample(rep_next)
         a_rand = torch.rand(b * n, self.act_dim, device=self.device) * 2 - 1
-        q_rand = self.q(rep, a_rand).view(-1, b, n)
-        q_cur = self.q(rep, a_cur).view(-1, b, n)
-        q_next = self.q(rep, a_next).view(-1, b, n)
+        sub = self._subsample()  # the official CQL gap uses a REDQ subset of the critics too
+        q_rand = self.q_values(rep, a_rand).view(-1, b, n)[sub]
+        q_cur = self.q_values(rep, a_cur).view(-1, b, n)[sub]
+        q_next = self.q_values(rep, a_next).view(-1, b, n)[sub]
         mc = batch.extras.get("mc") if cfg.pretrain == "calql" else None
         gap = calql_regulariser(
-            q,
+            q[sub],
             q_rand,
             q_cur,
             lp_cur.view(b, n),
@@ -290,12 +385,13 @@ class WSRL(Algorithm):
             self.act_dim,
             cfg.cql_temperature,
         )
-        cql_loss = cfg.cql_alpha * gap.mean(-1).sum()
-        pi_loss, logp = self._actor_alpha_loss(obs)
-        self._step(td_loss + cql_loss + pi_loss)
+        cql_loss = cfg.cql_alpha * gap.mean()
+        actor_loss, alpha_loss, logp = self._actor_losses(obs)
+        self._step(td_loss + cql_loss + actor_loss + alpha_loss)
         return {
             "td_loss": td_loss.detach(),
             "cql_gap": gap.detach().mean(),
+            "actor_loss": actor_loss.detach(),
             "alpha": self.log_alpha.exp().detach(),
             "entropy": -logp.mean(),
             "q_mean": q.detach().mean(),
@@ -313,7 +409,7 @@ class WSRL(Algorithm):
         diff = q_t - v
         weight = torch.where(diff > 0, cfg.iql_expectile, 1 - cfg.iql_expectile)
         v_loss = (weight * diff.pow(2)).mean()
-        q = self.q(obs, actions)
+        q = self.q_values(obs, actions)
         q_loss = (q - target).pow(2).mean(-1).sum()
         adv_w = torch.exp(cfg.iql_temperature * diff.detach()).clamp(max=100.0)
         actor_loss = -(adv_w * self.actor.log_prob(obs, actions)).mean()
@@ -324,23 +420,25 @@ class WSRL(Algorithm):
 
     def state_dict(self) -> dict[str, Any]:
         return {
-            "actor": self.actor.state_dict(),
-            "critic": self.critic.state_dict(),
-            "critic_target": self.critic_target.state_dict(),
+            **self.networks_state(),
             "value": self.value.state_dict(),
-            "log_alpha": self.log_alpha.detach().clone(),
             "optimizer": self.optimizer.state_dict(),
             "updates": self.updates,
             "phase": dict(self.phase),
         }
 
     def load_state_dict(self, state: Mapping[str, Any], weights_only: bool = False) -> None:
-        self.actor.load_state_dict(state["actor"])
-        self.critic.load_state_dict(state["critic"])
-        self.critic_target.load_state_dict(state["critic_target"])
+        first = state["actor"].get("net.1.weight")
+        has_ln = first is not None and first.dim() == 1  # LayerNorm weights are 1-d
+        if self.config.hidden_sizes and has_ln != self.config.actor_layer_norm:
+            raise CheckpointError(
+                f"the checkpoint's WSRL actor {'has' if has_ln else 'has no'} LayerNorm but "
+                f"algo.actor_layer_norm={str(self.config.actor_layer_norm).lower()} (WSRL's "
+                "actor has LayerNorm since it was aligned with the official configs); load it "
+                f"with algo.actor_layer_norm={str(has_ln).lower()}."
+            )
+        self.load_networks_state(state)
         self.value.load_state_dict(state["value"])
-        with torch.no_grad():
-            self.log_alpha.copy_(state["log_alpha"])
         if weights_only:
             return
         self.optimizer.load_state_dict(state["optimizer"])
@@ -349,15 +447,15 @@ class WSRL(Algorithm):
 
     # -- the three phases --------------------------------------------------------------------
 
-    def _dataset(self, runner: Any) -> Any:
-        path = runner.run.dataset
+    def _dataset(self, ctx: TrainContext) -> Any:
+        path = ctx.run.dataset
         if not path:
             raise ConfigError(
                 f"algo=wsrl with pretrain={self.config.pretrain!r} / offline_ratio="
                 f"{self.config.offline_ratio} needs dataset=PATH (an .npz/.hdf5 file or a "
                 "Minari dataset); or pass pretrained=CHECKPOINT, or algo.pretrain=none."
             )
-        ds = runner.load_dataset(path)
+        ds = ctx.load_dataset(path)
         if ds.obs_dim != self.obs_dim or ds.action_dim != self.act_dim:
             raise DatasetError(
                 f"dataset {path!r} has obs dim {ds.obs_dim} / action dim {ds.action_dim}, the "
@@ -380,26 +478,27 @@ class WSRL(Algorithm):
             extras={"mc": self._mc[idx]},
         )
 
-    def train(self, runner: Any) -> None:
+    def train(self, ctx: TrainContext) -> None:
+        """Pre-training (counted in `ctx.updates`, `algo.pretrain_steps` of them), then the
+        online phases (counted in env steps, `ctx.step`, up to `total_steps`)."""
         cfg = self.config
-        resumed = runner.resume_checkpoint is not None
-        pretrained = self._pretrained_path(runner)
+        resumed = ctx.resume_checkpoint is not None
+        pretrained = self._pretrained_path(ctx)
         need_data = cfg.offline_ratio > 0 or (
             cfg.pretrain != "none" and not self.phase["pretrain_done"] and not pretrained
         )
-        ds = self._dataset(runner) if need_data else None
+        ds = self._dataset(ctx) if need_data else None
         if pretrained and not resumed:
             self._load_pretrained(pretrained)
-            runner.step = self.phase["pretrain_updates"]
         if cfg.pretrain == "none":
             self.phase["pretrain_done"] = True
         if not self.phase["pretrain_done"]:
-            self._pretrain(runner, ds)
-        self._online(runner, ds)
+            self._pretrain(ctx, ds)
+        self._online(ctx, ds)
 
-    def _pretrained_path(self, runner: Any) -> str | None:
+    def _pretrained_path(self, ctx: TrainContext) -> str | None:
         """Top-level `pretrained=` (the issue's spelling) or its alias `algo.pretrained=`."""
-        top = getattr(runner.run, "pretrained", None)
+        top = ctx.run.pretrained
         alias = self.config.pretrained
         if top and alias and str(top) != str(alias):
             raise ConfigError(
@@ -422,62 +521,63 @@ class WSRL(Algorithm):
             "pretrain_done": True,
         }
 
-    def _pretrain(self, runner: Any, ds: Any) -> None:
-        cfg, run = self.config, runner.run
+    def _pretrain(self, ctx: TrainContext, ds: Any) -> None:
+        cfg = self.config
+        ctx.begin("updates", total=cfg.pretrain_steps)
         sums: dict[str, Any] = defaultdict(float)
         count, t0 = 0, time.time()
         while self.phase["pretrain_updates"] < cfg.pretrain_steps:
             metrics = self.pretrain_update(
-                self._sample_offline(ds, cfg.pretrain_batch_size, runner.torch_gen)
+                self._sample_offline(ds, cfg.pretrain_batch_size, ctx.torch_gen)
             )
             for k, v in metrics.items():
                 sums[k] = sums[k] + v
             count += 1
             self.phase["pretrain_updates"] += 1
-            runner.updates += 1
-            runner.advance(1)
-            s = runner.step
+            ctx.advance(updates=1)
             last = self.phase["pretrain_updates"] >= cfg.pretrain_steps
-            if s % run.log_every == 0:
+            if ctx.due("log"):
                 rec = {f"train/{k}": float(v) / count for k, v in sums.items()}
                 rec["train/phase"] = PHASE_PRETRAIN
                 rec["time/updates_per_s"] = count / max(time.time() - t0, 1e-9)
-                runner.log(rec)
+                ctx.log(rec)
                 sums, count, t0 = defaultdict(float), 0, time.time()
-            if s % run.eval_every == 0 and not last:
-                runner.evaluate(self)
-            if s % run.checkpoint_every == 0 and not last:
-                runner.checkpoint(self)
+            if ctx.due("eval") and not last:
+                ctx.evaluate(self)
+            if ctx.due("checkpoint") and not last:
+                ctx.checkpoint(self)
         self.phase["pretrain_done"] = True
         self._make_optimizer()  # fresh Adam state for fine-tuning
-        res = runner.evaluate(self)
-        runner.extra_state["pretrain_final_return"] = res["return_mean"]
-        runner.checkpoint(self, name="pretrained.pt")
-        runner.checkpoint(self)
+        res = ctx.evaluate(self)
+        ctx.set_extra("pretrain_final_return", res["return_mean"])
+        ctx.checkpoint(self, name="pretrained.pt")
+        ctx.checkpoint(self)
 
-    def _online(self, runner: Any, ds: Any) -> None:
-        cfg, run = self.config, runner.run
+    def _online(self, ctx: TrainContext, ds: Any) -> None:
+        cfg, run = self.config, ctx.run
         boundary = self.phase["pretrain_updates"] if cfg.pretrain != "none" else 0
-        runner.extra_state["phase_boundary_step"] = boundary
+        ctx.set_extra("phase_boundary_updates", boundary)
         atomic_write_json(
-            runner.run_dir / "wsrl.json",
+            ctx.run_dir / "wsrl.json",
             {
-                "phase_boundary_step": boundary,
+                "phase_boundary_step": 0,  # online starts at env step 0
+                "phase_boundary_updates": boundary,
                 "pretrain": cfg.pretrain,
-                "pretrain_final_return": runner.extra_state.get("pretrain_final_return"),
+                "pretrain_final_return": ctx.extra.get("pretrain_final_return"),
             },
         )
         buffer = ReplayBuffer(
             max(run.total_steps, 1), (self.obs_dim,), (self.act_dim,), device=self.device
         )
         self.online_buffer = buffer
-        runner._buffer = buffer  # the runner's Ctrl-C checkpoint saves it too
-        ckpt = runner.resume_checkpoint
+        ctx.attach(self, buffer)  # an interrupt's final checkpoint saves the buffer too
+        ckpt = ctx.resume_checkpoint
         if ckpt is not None and "buffer" in ckpt:
             buffer.load_state_dict(ckpt["buffer"])
+        ctx.begin("steps")
         if self.phase["online_steps"] == 0:
-            runner.log({"phase/boundary_step": boundary, "train/phase": PHASE_WARMUP})
-        env = runner.make_env(seed=run.seed + self.phase["online_steps"])
+            ctx.log({"phase/boundary_updates": boundary, "train/phase": PHASE_WARMUP})
+        env = ctx.make_env(seed=run.seed + self.phase["online_steps"])
         obs, _ = env.reset(seed=run.seed + self.phase["online_steps"])
         env.action_space.seed(run.seed)
         ep_ret, ep_len = 0.0, 0
@@ -502,41 +602,40 @@ class WSRL(Algorithm):
             ep_len += 1
             obs = next_obs
             self.phase["online_steps"] += 1
-            runner.advance(1)
+            ctx.advance(env_steps=1)
             if terminated or truncated or ep_len >= cfg.max_episode_steps:
-                runner.episodes += 1
-                runner.log({"train/episode_return": ep_ret, "train/episode_length": ep_len})
+                ctx.record_episode(ep_ret, ep_len)
                 obs, _ = env.reset()
                 ep_ret, ep_len = 0.0, 0
             if not warm:  # the warm-up's steps collect only; updates start after it
-                for _ in range(cfg.utd_ratio):
-                    metrics = self.update(self._online_batch(buffer, ds, n_off, runner))
-                    for k, v in metrics.items():
-                        sums[k] = sums[k] + v
-                    count += 1
-                    runner.updates += 1
-            s, k = runner.step, self.phase["online_steps"]
-            if k % run.log_every == 0:
+                # one update = utd_ratio critic steps + one actor step (official high-UTD)
+                metrics = self.update(self._online_batch(buffer, ds, n_off, ctx))
+                for k, v in metrics.items():
+                    sums[k] = sums[k] + v
+                count += 1
+                ctx.advance(updates=cfg.utd_ratio)
+            k = self.phase["online_steps"]
+            if ctx.due("log"):
                 rec = {f"train/{n}": float(v) / count for n, v in sums.items()} if count else {}
                 rec["train/phase"] = PHASE_WARMUP if k <= cfg.warmup_steps else PHASE_FINETUNE
                 rec["train/online_env_steps"] = k
-                runner.log(rec, s)
+                ctx.log(rec)
                 sums, count = defaultdict(float), 0
-            if k % run.eval_every == 0:
-                runner.evaluate(self)
-            if k % run.checkpoint_every == 0:
-                runner.checkpoint(self, buffer)
+            if ctx.due("eval"):
+                ctx.evaluate(self)
+            if ctx.due("checkpoint"):
+                ctx.checkpoint(self, buffer)
         env.close()
-        if runner.last_eval is None or runner.last_eval.get("step") != runner.step:
-            runner.evaluate(self)
-        runner.checkpoint(self, buffer)
+        ctx.finish(self, buffer)
 
-    def _online_batch(self, buffer: ReplayBuffer, ds: Any, n_off: int, runner: Any) -> Batch:
+    def _online_batch(
+        self, buffer: ReplayBuffer, ds: Any, n_off: int, ctx: TrainContext
+    ) -> Batch:
         cfg = self.config
         if n_off == 0 or ds is None:
-            return buffer.sample(cfg.batch_size, runner.torch_gen)
-        on = buffer.sample(cfg.batch_size - n_off, runner.torch_gen)
-        off = self._sample_offline(ds, n_off, runner.torch_gen)
+            return buffer.sample(cfg.batch_size, ctx.torch_gen)
+        on = buffer.sample(cfg.batch_size - n_off, ctx.torch_gen)
+        off = self._sample_offline(ds, n_off, ctx.torch_gen)
         return Batch(
             obs=torch.cat([on.obs, off.obs]),
             actions=torch.cat([on.actions, off.actions]),
