@@ -134,20 +134,37 @@ def config_to_dict(cfg: Any) -> dict[str, Any]:
     return dataclasses.asdict(cfg)
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunConfig:
-    """Settings of the runner shared by every algorithm (top level of the Hydra config)."""
+    """Settings of the runner shared by every algorithm (top level of the Hydra config).
+
+    Frozen: loops and algorithms read it through `TrainContext.run` and never change it.
+    Budgets: `total_steps` counts env steps (every loop that steps an env), `total_updates`
+    counts gradient updates of the offline loop; an offline-to-online method (WSRL) takes its
+    pre-training length in updates from its own config and its online budget from
+    `total_steps`.
+    """
 
     seed: int = field(default=0, metadata=rng(0, None))
     total_steps: int = field(default=15_000, metadata=rng(1, None, "env steps in total"))
+    total_updates: int = field(
+        default=10_000,
+        metadata=rng(1, None, "gradient updates in total (offline loop: algo=iql, bc, ...)"),
+    )
     num_envs: int = field(default=1, metadata=rng(1, 1024))
     vector_mode: str = field(default="sync", metadata={"choices": ["sync", "async"]})
     learning_starts: int = field(default=1_000, metadata=rng(0, None, "random-action steps"))
     utd_ratio: float = field(default=1.0, metadata=rng(0.0, 1024.0, "updates per env step"))
-    eval_every: int = field(default=2_500, metadata=rng(1, None))
+    eval_every: int = field(
+        default=2_500, metadata=rng(1, None, "env steps (offline: updates) between evaluations")
+    )
     eval_episodes: int = field(default=5, metadata=rng(1, 10_000))
-    checkpoint_every: int = field(default=5_000, metadata=rng(1, None))
-    log_every: int = field(default=1_000, metadata=rng(1, None))
+    checkpoint_every: int = field(
+        default=5_000, metadata=rng(1, None, "env steps (offline: updates) between checkpoints")
+    )
+    log_every: int = field(
+        default=1_000, metadata=rng(1, None, "env steps (offline: updates) between train logs")
+    )
     device: str = "cpu"
     torch_threads: int = field(default=1, metadata=rng(0, 1024, "0 = torch default"))
     progress: bool = True
@@ -157,10 +174,21 @@ class RunConfig:
         metadata={"help": "checkpoint to start from; only algorithms with accepts_pretrained"},
     )
     buffer_device: str | None = None
-    max_episode_steps: int | None = field(default=None, metadata=rng(1, None))
-    distributed: str | None = field(
-        default=None, metadata={"help": "a plugin's training loop, e.g. ray (roborl_loops)"}
+    collector: str = field(
+        default="vector",
+        metadata={
+            "help": "where the off-policy loop's experience comes from: vector (in-process "
+            "vector env), ray (Ray rollout workers), or a plugin's (roborl_collectors)"
+        },
     )
+    distributed: str | None = field(
+        default=None, metadata={"help": "alias of collector=, kept for distributed=ray"}
+    )
+
+    @property
+    def collector_name(self) -> str:
+        """`collector`, or the older spelling `distributed=ray` when that is given."""
+        return self.distributed or self.collector
 
 
 @dataclass

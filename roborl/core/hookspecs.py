@@ -5,19 +5,27 @@ that implements some of these hooks with `@hookimpl`. Provider hooks return a ma
 names to things; event hooks observe a run. pluggy checks every implementation's signature
 against these specs when the plugin is registered, so a typo is reported with the plugin's name.
 
+Version 2 (issue 18): a loop is ``loop(ctx: TrainContext)`` (it was ``loop(runner, ckpt)``),
+`Algorithm.loop` names it, and `roborl_collectors` was added.
+
 Versioning: the major number changes when a hook is removed or its arguments change; a plugin
-may declare ``ROBORL_HOOKSPEC_VERSION = "1"`` and is refused (with its name) on a mismatch.
+may declare ``ROBORL_HOOKSPEC_VERSION = "2"`` and is refused (with its name) on a mismatch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
+if TYPE_CHECKING:
+    from roborl.core.context import TrainContext
+    from roborl.core.interfaces import Algorithm
+    from roborl.core.loops.collectors import Collector
+
 PROJECT_NAME = "roborl"
-HOOKSPEC_VERSION = "1.0"
+HOOKSPEC_VERSION = "2.0"
 
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
@@ -59,10 +67,20 @@ def roborl_config_dirs() -> list[str]:
 
 
 @hookspec
-def roborl_loops() -> Mapping[str, Callable[..., Any]]:
-    """Training loops by name, selected with `distributed=<name>` (e.g. ``ray``):
-    ``loop(runner, checkpoint_or_None) -> Algorithm``. The loop drives collection itself and
-    uses the runner for the algorithm, logging, evaluation and checkpoints."""
+def roborl_loops() -> Mapping[str, Callable[[TrainContext], Algorithm]]:
+    """Training loops by name, chosen by `Algorithm.loop`: ``loop(ctx) -> Algorithm``.
+
+    The built-in "offpolicy", "offline" and "own" loops register through this same hook
+    (`roborl.core.loops`). A loop builds the algorithm with `ctx.build_algorithm`, calls
+    `ctx.resume` and `ctx.begin`, moves the counters with `ctx.advance`, asks `ctx.due` when
+    to log, evaluate and checkpoint, and ends with `ctx.finish`."""
+
+
+@hookspec
+def roborl_collectors() -> Mapping[str, Callable[[TrainContext], Collector]]:
+    """Experience sources of the off-policy loop by name (`collector=`, e.g. ``ray``):
+    ``factory(ctx) -> roborl.core.loops.collectors.Collector``. The built-in "vector"
+    collector (an in-process vector env) registers through this same hook."""
 
 
 @hookspec
@@ -101,4 +119,5 @@ PROVIDER_HOOKS = {
     "roborl_dataset_sources": "dataset_sources",
     "roborl_cli_commands": "commands",
     "roborl_loops": "loops",
+    "roborl_collectors": "collectors",
 }

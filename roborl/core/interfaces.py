@@ -59,18 +59,32 @@ class Algorithm(abc.ABC):
     """Base class of every learning algorithm.
 
     Subclasses set `name`, `Config` (a dataclass whose fields are validated against the Hydra
-    config) and `loop`, which tells the runner how to train it:
+    config) and `loop`, the name of a training loop registered through the `roborl_loops`
+    hook. The built-in loops (`roborl.core.loops`) are:
 
-    - ``"offpolicy"``: the runner collects transitions into a replay buffer and calls
-      `update(batch)` `utd_ratio` times per env step (SAC, DSAC-T).
-    - ``"offline"``: the runner feeds batches from `dataset=` and evaluates online.
-    - ``"custom"``: the algorithm drives its own loop in `train(ctx)` (PPO-style methods,
-      offline-to-online pipelines, wrappers around other libraries).
+    - ``"offpolicy"``: a collector (in-process vector env by default, Ray workers with
+      ``collector=ray``) fills a replay buffer and the loop calls `update(batch)` `utd_ratio`
+      times per env step (SAC, DSAC-T). The config must subclass
+      `roborl.core.config.OffPolicyConfig` (the loop reads batch_size, buffer_size, gamma and
+      n_step from it).
+    - ``"offline"``: batches from `dataset=` for `total_updates` gradient updates, evaluated
+      online; `prepare(dataset)` is called once before the first update.
+    - ``"own"`` (alias ``"custom"``): the algorithm drives its own loop in `train(ctx)`
+      (PPO-style methods, offline-to-online pipelines, wrappers around other libraries).
+
+    Optional capabilities are declared here with their defaults, so neither the runner nor
+    the CLI ever probes an algorithm with `getattr`: an algorithm that has the capability
+    overrides the attribute or method.
     """
 
     name: ClassVar[str]
     Config: ClassVar[type]
     loop: ClassVar[str] = "offpolicy"
+    checkpoint_free: ClassVar[bool] = False
+    """True when the algorithm acts well without training (an LLM policy): `roborl eval` and
+    `roborl deploy` may then build it from config alone, without checkpoint=PATH."""
+    accepts_pretrained: ClassVar[bool] = False
+    """True when the algorithm starts from the run-level `pretrained=CHECKPOINT` (WSRL)."""
 
     def __init__(
         self,
@@ -105,8 +119,20 @@ class Algorithm(abc.ABC):
         """A deployable deterministic policy sharing this algorithm's current weights."""
 
     def train(self, ctx: TrainContext) -> None:
-        """Own training loop, for `loop = "custom"` algorithms."""
-        raise NotImplementedError(f"algorithm {self.name!r} has loop={self.loop!r}, not custom")
+        """Own training loop, for `loop = "own"` algorithms."""
+        raise NotImplementedError(f"algorithm {self.name!r} has loop={self.loop!r}, not own")
+
+    def prepare(self, dataset: Any) -> Any:
+        """Called by the offline loop once, before the first update (and on resume).
+
+        Dataset statistics go here (IQL's reward scale). Return None to train on `dataset`
+        as given, or a dataset to train on instead (BC-safe returns its safe subset).
+        """
+        return None
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release what the algorithm holds outside Python (an inference server, a GPU
+        engine); called when a run, `roborl eval` or `roborl deploy` is done with it."""
 
 
 class RobotDriver(abc.ABC):

@@ -50,6 +50,7 @@ class Registry:
     dataset_sources: dict[str, Any] = field(default_factory=dict)
     commands: dict[str, Any] = field(default_factory=dict)
     loops: dict[str, Any] = field(default_factory=dict)
+    collectors: dict[str, Any] = field(default_factory=dict)
     owners: dict[tuple[str, str], str] = field(default_factory=dict)
     # (kind, name) -> every plugin that registered it, when more than one did.
     conflicts: dict[tuple[str, str], list[str]] = field(default_factory=dict)

@@ -61,12 +61,23 @@ def read_metrics(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
     return records
 
 
-def truncate_metrics_after(run_dir: str | os.PathLike[str], step: int) -> None:
-    """Drop events logged after `step` (a resumed run replays them), atomically."""
+def truncate_metrics_after(
+    run_dir: str | os.PathLike[str], step: int, updates: int | None = None
+) -> None:
+    """Drop events logged after (`step`, `updates`) (a resumed run replays them), atomically.
+
+    Records written before `updates` was logged are judged by their step alone.
+    """
     path = Path(run_dir) / METRICS_FILE
     if not path.exists():
         return
-    kept = [r for r in read_metrics(run_dir) if r.get("step", 0) <= step]
+
+    def keep(r: Mapping[str, Any]) -> bool:
+        if r.get("step", 0) > step:
+            return False
+        return updates is None or "updates" not in r or r["updates"] <= updates
+
+    kept = [r for r in read_metrics(run_dir) if keep(r)]
     atomic_write_bytes(path, "".join(json.dumps(r) + "\n" for r in kept).encode())
 
 

@@ -1,23 +1,29 @@
-"""Distributed collection on Ray: `roborl train distributed=ray ray.num_workers=N`.
+"""Distributed collection on Ray: `roborl train collector=ray ray.num_workers=N`
+(`distributed=ray` is the older spelling of the same thing).
 
-Rollout workers are Ray actors, each with its own vector env and a copy of the policy; one
-learner (this process) owns the replay buffer and the algorithm, takes transitions from the
-workers as they arrive and pushes weights back every `ray.sync_every` env steps. See
-`roborl.plugins.ray.loop` and docs/scaling.md. `ray` is imported only when the loop runs.
+Rollout workers are Ray actors, each with its own vector env and a copy of the policy; the
+off-policy loop in this process owns the replay buffer and the algorithm, takes transitions
+from the workers as they arrive, and pushes weights back every `ray.sync_every` env steps.
+See `roborl.plugins.ray.loop` and docs/scaling.md. `ray` is imported only when collection
+starts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roborl.core.hookspecs import hookimpl
 
+if TYPE_CHECKING:
+    from roborl.core.context import TrainContext
+    from roborl.core.loops.collectors import Collector
 
-def _ray_loop(runner: Any, ckpt: Any) -> Any:
-    from roborl.plugins.ray.loop import ray_loop
 
-    return ray_loop(runner, ckpt)
+def _ray_collector(ctx: TrainContext) -> Collector:
+    from roborl.plugins.ray.loop import RayCollector
+
+    return RayCollector(ctx)
 
 
 def _cmd_tune(argv: list[str]) -> int:
@@ -32,5 +38,5 @@ def roborl_cli_commands() -> dict[str, Callable[[list[str]], int]]:
 
 
 @hookimpl
-def roborl_loops() -> dict[str, Callable[..., Any]]:
-    return {"ray": _ray_loop}
+def roborl_collectors() -> dict[str, Callable[..., Any]]:
+    return {"ray": _ray_collector}

@@ -1,44 +1,53 @@
-"""Actor-learner training on Ray: rollout actors stream transitions, the learner pushes weights.
+"""Actor-learner collection on Ray: rollout actors stream transitions, the learner pushes weights.
 
-The pattern is the one SERL (Luo et al., 2024) and LeRobot's async actor-learner use, built on
-Ray actors (Moritz et al., 2018) rather than a home-made transport:
+`RayCollector` is the off-policy loop's `collector=ray` (alias `distributed=ray`): the loop,
+its replay buffer, updates and schedule are the same as for the in-process collector. The
+pattern is the one SERL (Luo et al., 2024) and LeRobot's async actor-learner use, built on Ray
+actors (Moritz et al., 2018) rather than a home-made transport:
 
 - each `RolloutWorker` is a Ray actor with its own `gymnasium` vector env (built from the same
-  registry and config as the single-process runner) and a CPU copy of the algorithm, used only
-  to act (`Algorithm.act`, stochastic);
-- the learner (the process running `Runner.execute`) keeps one `collect` request in flight per
-  worker, adds each finished chunk of transitions to its replay buffer as it arrives
-  (`ray.wait`, first come first served), runs `utd_ratio` updates per received env step, and
-  publishes new weights every `ray.sync_every` env steps; a worker gets them with its next
-  request, so a chunk may come from a policy up to one sync period old (logged as
-  `dist/policy_lag`, in weight versions);
+  registry and config as the learner) and a CPU copy of the algorithm, used only to act
+  (`Algorithm.act`, stochastic);
+- the collector keeps one `collect` request in flight per worker and hands the loop each
+  finished chunk as it arrives (`ray.wait`, first come first served); the loop runs
+  `utd_ratio` updates per received env step, and `sync` publishes new weights every
+  `ray.sync_every` env steps; a worker gets them with its next request, so a chunk may come
+  from a policy up to one sync period old (logged as `dist/policy_lag`, in weight versions);
 - a worker that dies (its process killed, its node lost) is replaced by a fresh actor up to
   `ray.max_restarts` times; after that the run continues with the workers that are left, and
-  fails only when none is left.
+  fails only when none is left. Each worker's process id is logged as `dist/worker_pid`.
 
-The algorithm is whichever off-policy algorithm `algo=` names, built through the runner; this
-module never imports an algorithm plugin. Deviations from the single-process runner: the
-learner applies transitions in chunks of `rollout_steps * envs_per_worker` per worker, and
-before `learning_starts` the workers draw uniform random actions with their own seeds.
+This module never imports an algorithm plugin. Deviations from the in-process collector: the
+learner receives transitions in chunks of `rollout_steps * envs_per_worker` per worker, and
+before `learning_starts` the workers draw uniform random actions with their own seeds (the
+loop's `random` flag is applied when a request is sent, not when its chunk arrives).
 """
 
 from __future__ import annotations
 
 import os
-import time
-from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
 import torch
 
-from roborl.core.buffer import ReplayBuffer
 from roborl.core.checkpoint import atomic_write_json
 from roborl.core.config import build_config, rng
 from roborl.core.errors import ConfigError, RoborlError
+from roborl.core.interfaces import Algorithm
+from roborl.core.loops.collectors import (
+    Chunk,
+    Collector,
+    finished_episodes,
+    real_next_obs,
+    step_info,
+)
+
+if TYPE_CHECKING:
+    from roborl.core.context import TrainContext
 
 WORKER_SEED_STRIDE = 10_007
 STATS_FILE = "distributed.json"
@@ -75,9 +84,9 @@ class RolloutWorker:
 
     def __init__(self, cfg: Mapping[str, Any], index: int, seed: int, num_envs: int) -> None:
         torch.set_num_threads(1)
+        from roborl.core.algorithms import build_algorithm
         from roborl.core.envs import make_vec_env
         from roborl.core.plugins import get_host
-        from roborl.core.runner import build_algorithm
 
         host = get_host((cfg.get("plugins") or {}).get("disable") or [])
         self.index = index
@@ -121,25 +130,14 @@ class RolloutWorker:
                 actions = self.algo.act(self.obs, deterministic=False)
             nxt, r, te, tr, infos = self.envs.step(actions)
             done = np.logical_or(te, tr)
-            real_next = nxt
-            if done.any() and "final_obs" in infos:
-                real_next = nxt.copy()
-                for i in np.flatnonzero(done):
-                    real_next[i] = infos["final_obs"][i]
-            obs_buf[t], act_buf[t], rew[t], next_buf[t], term[t] = (
-                self.obs,
-                actions,
-                r,
-                real_next,
-                te,
-            )
-            if isinstance(infos, dict) and "cost" in infos:
-                cost[t] = infos["cost"]
-            if done.any() and "final_info" in infos and "episode" in infos["final_info"]:
-                ep = infos["final_info"]["episode"]
-                for i in np.flatnonzero(infos["final_info"].get("_episode", done)):
-                    ep_returns.append(float(ep["r"][i]))
-                    ep_lengths.append(int(ep["l"][i]))
+            obs_buf[t], act_buf[t], rew[t], term[t] = self.obs, actions, r, te
+            next_buf[t] = real_next_obs(nxt, infos, done)
+            step_cost = step_info(infos, "cost", done)
+            if step_cost is not None:
+                cost[t] = step_cost
+            for ret, length, _ in finished_episodes(infos, done):
+                ep_returns.append(ret)
+                ep_lengths.append(length)
             self.obs = nxt
         flat = steps * n
         return {
@@ -211,169 +209,146 @@ def _init_ray(rc: RayConfig) -> bool:
     return True
 
 
-def ray_loop(runner: Any, ckpt: Mapping[str, Any] | None) -> Any:
-    """The `distributed=ray` training loop (registered through `roborl_loops`)."""
-    import ray
-    from ray.exceptions import RayActorError, WorkerCrashedError
+class RayCollector(Collector):
+    """`collector=ray`: chunks of transitions from Ray rollout workers (see module docstring)."""
 
-    run = runner.run
-    if runner.algo_cls.loop != "offpolicy":
-        raise ConfigError(
-            f"distributed=ray collects transitions for off-policy algorithms; "
-            f"algo={runner.algo_cls.name} uses loop={runner.algo_cls.loop!r}. Use an off-policy "
-            "algorithm (e.g. algo=sac) or drop distributed=ray."
-        )
-    rc = build_config(RayConfig, runner.cfg.get("ray") or {}, prefix="ray.")
-    probe = runner.make_env(seed=run.seed)
-    obs_space, act_space = probe.observation_space, probe.action_space
-    probe.close()
-    algo = runner.current_algo = runner.build_algorithm(obs_space, act_space)
-    capacity = min(
-        int(getattr(runner.algo_config, "buffer_size", run.total_steps)), run.total_steps
-    )
-    discrete = isinstance(act_space, gym.spaces.Discrete)
-    buffer = ReplayBuffer(
-        max(capacity, 1),
-        obs_space.shape,
-        () if discrete else act_space.shape,
-        device=run.buffer_device or runner.device,
-        with_costs=True,
-        action_dtype=torch.long if discrete else torch.float32,
-    )
-    runner._buffer = buffer  # the runner's final checkpoint on Ctrl-C includes it
-    if ckpt is not None:
-        runner.restore(algo, buffer, ckpt)
-    batch_size = int(getattr(runner.algo_config, "batch_size", 256))
+    def __init__(self, ctx: TrainContext) -> None:
+        self.ctx = ctx
+        self.rc = build_config(RayConfig, ctx.config.get("ray") or {}, prefix="ray.")
+        probe = ctx.make_env(seed=ctx.run.seed)
+        self.observation_space, self.action_space = probe.observation_space, probe.action_space
+        probe.close()
+        self.stats = RayStats()
+        self.pending: dict[Any, int] = {}
+        self.version = 0
+        self.weights_ref: Any = None
+        self.lags: list[int] = []
+        self.started = False
+        self.next_sync = 0
 
-    started = _init_ray(rc)
-    stats = RayStats(ray_address=ray.get_runtime_context().gcs_address)
-    runner.ray_stats = stats
-    actor_cls = ray.remote(num_cpus=rc.cpus_per_worker, max_restarts=0)(RolloutWorker)
-    cfg = dict(runner.cfg)
-    cfg.pop("hydra", None)
+    # -- workers -------------------------------------------------------------------------------
 
-    def spawn(slots: list[WorkerSlot]) -> None:
+    def start(self, algo: Algorithm) -> None:
+        import ray
+
+        self.started = _init_ray(self.rc)
+        self.stats.ray_address = ray.get_runtime_context().gcs_address
+        self.actor_cls = ray.remote(num_cpus=self.rc.cpus_per_worker, max_restarts=0)(RolloutWorker)
+        self.cfg = self.ctx.config_dict()
+        self.cfg.pop("hydra", None)
+        self.weights_ref = ray.put(_to_cpu(algo.state_dict()))
+        self.next_sync = self.ctx.step + self.rc.sync_every
+        self.stats.workers = {i: WorkerSlot(index=i) for i in range(self.rc.num_workers)}
+        self._spawn(list(self.stats.workers.values()))
+        for slot in self.stats.workers.values():
+            self._submit(slot)
+
+    def _spawn(self, slots: list[WorkerSlot]) -> None:
         """Start actors together (their start-up, mostly imports, overlaps), then wait."""
+        import ray
+
+        run = self.ctx.run
         for slot in slots:
             seed = run.seed + WORKER_SEED_STRIDE * (slot.index + 1) + 97 * slot.restarts
-            seed += runner.step
-            slot.actor = actor_cls.remote(cfg, slot.index, seed, rc.envs_per_worker)
+            seed += self.ctx.step
+            slot.actor = self.actor_cls.remote(self.cfg, slot.index, seed, self.rc.envs_per_worker)
             slot.version = -1
         pids = ray.get([slot.actor.pid.remote() for slot in slots])
         for slot, pid in zip(slots, pids):
             slot.pid = pid
+            self.ctx.log({"dist/worker_pid": pid, "dist/worker": slot.index})
 
-    version, weights_ref = 0, ray.put(_to_cpu(algo.state_dict()))
-    pending: dict[Any, int] = {}
-
-    def submit(slot: WorkerSlot) -> None:
-        stale = slot.version < version
+    def _submit(self, slot: WorkerSlot) -> None:
+        stale = slot.version < self.version
         ref = slot.actor.collect.remote(
-            rc.rollout_steps,
-            runner.step < run.learning_starts,
-            weights_ref if stale else None,
-            version,
+            self.rc.rollout_steps,
+            self.ctx.step < self.ctx.run.learning_starts,
+            self.weights_ref if stale else None,
+            self.version,
         )
-        slot.version = version
-        pending[ref] = slot.index
+        slot.version = self.version
+        self.pending[ref] = slot.index
 
-    try:
-        stats.workers = {i: WorkerSlot(index=i) for i in range(rc.num_workers)}
-        spawn(list(stats.workers.values()))
-        for slot in stats.workers.values():
-            submit(slot)
-        next_eval = (runner.step // run.eval_every + 1) * run.eval_every
-        next_ckpt = (runner.step // run.checkpoint_every + 1) * run.checkpoint_every
-        next_log = (runner.step // run.log_every + 1) * run.log_every
-        next_sync = runner.step + rc.sync_every
-        update_debt = 0.0
-        sums: dict[str, Any] = defaultdict(float)
-        count, lags = 0, []
-        t_log, s_log = time.time(), runner.step
-        while runner.step < run.total_steps:
-            ready, _ = ray.wait(list(pending), num_returns=1)
+    # -- the collector protocol ----------------------------------------------------------------
+
+    def collect(self, algo: Algorithm, random: bool) -> Chunk:
+        import ray
+        from ray.exceptions import RayActorError, WorkerCrashedError
+
+        while True:
+            ready, _ = ray.wait(list(self.pending), num_returns=1)
             ref = ready[0]
-            slot = stats.workers[pending.pop(ref)]
+            slot = self.stats.workers[self.pending.pop(ref)]
             try:
                 data = ray.get(ref)
             except (RayActorError, WorkerCrashedError) as exc:
-                stats.failures += 1
-                runner.log({"dist/worker_failures": stats.failures, "dist/worker": slot.index})
-                if slot.restarts < rc.max_restarts:
-                    slot.restarts += 1
-                    spawn([slot])
-                    submit(slot)
-                else:
-                    slot.alive = False
-                if not pending:
-                    raise RoborlError(
-                        f"all {rc.num_workers} Ray rollout workers died (last error: "
-                        f"{type(exc).__name__}); ray.max_restarts={rc.max_restarts} replacements "
-                        "each were used up. Check the workers' logs under /tmp/ray/session_latest."
-                    ) from None
+                self._failed(slot, exc)
                 continue
-            submit(slot)
-            n = min(len(data["rewards"]), run.total_steps - runner.step)
-            # Ray hands back read-only arrays; the buffer copies them into its tensors anyway.
-            fields = ("obs", "actions", "rewards", "next_obs", "terminated", "costs")
-            buffer.add(*(np.array(data[k][:n]) for k in fields))
+            self._submit(slot)
+            n = min(len(data["rewards"]), self.ctx.run.total_steps - self.ctx.step)
             slot.transitions += n
             slot.chunks += 1
-            lags.append(version - data["version"])
-            runner.advance(n)
-            for r, length in zip(data["episode_returns"], data["episode_lengths"]):
-                runner.episodes += 1
-                runner.log(
-                    {
-                        "train/episode_return": r,
-                        "train/episode_length": length,
-                        "dist/worker": slot.index,
-                    }
-                )
-            if runner.step >= run.learning_starts and len(buffer) >= batch_size:
-                update_debt += run.utd_ratio * n
-                while update_debt >= 1.0:
-                    metrics = algo.update(buffer.sample(batch_size, runner.torch_gen))
-                    for k, v in metrics.items():
-                        sums[k] = sums[k] + (v.detach() if torch.is_tensor(v) else v)
-                    count += 1
-                    runner.updates += 1
-                    update_debt -= 1.0
-            if runner.step >= next_sync:
-                version += 1
-                weights_ref = ray.put(_to_cpu(algo.state_dict()))
-                stats.weight_pushes += 1
-                next_sync = runner.step + rc.sync_every
-            if runner.step >= next_log:
-                now = time.time()
-                record = {f"train/{k}": float(v) / count for k, v in sums.items()} if count else {}
-                record["time/sps"] = (runner.step - s_log) / max(now - t_log, 1e-9)
-                record["time/updates"] = runner.updates
-                record["dist/workers_alive"] = sum(w.alive for w in stats.workers.values())
-                record["dist/policy_lag"] = float(np.mean(lags)) if lags else 0.0
-                runner.log(record)
-                sums, count, lags = defaultdict(float), 0, []
-                t_log, s_log = now, runner.step
-                next_log += run.log_every
-            if runner.step >= next_eval:
-                runner.evaluate(algo)
-                next_eval += run.eval_every
-            if runner.step >= next_ckpt:
-                runner.extra_state["ray"] = stats.to_dict()
-                runner.checkpoint(algo, buffer)
-                next_ckpt += run.checkpoint_every
-        if runner.last_eval is None or runner.last_eval.get("step") != runner.step:
-            runner.evaluate(algo)
-        runner.extra_state["ray"] = stats.to_dict()
-        runner.checkpoint(algo, buffer)
-        return algo
-    finally:
-        atomic_write_json(runner.run_dir / STATS_FILE, stats.to_dict())
-        for slot in stats.workers.values():
+            self.lags.append(self.version - data["version"])
+            extra = {"dist/worker": slot.index}
+            # Ray hands back read-only arrays; the buffer copies them into its tensors anyway.
+            return Chunk(
+                *(np.array(data[k][:n]) for k in CHUNK_FIELDS),
+                episodes=[
+                    (r, length, extra)
+                    for r, length in zip(data["episode_returns"], data["episode_lengths"])
+                ],
+            )
+
+    def _failed(self, slot: WorkerSlot, exc: BaseException) -> None:
+        self.stats.failures += 1
+        self.ctx.log({"dist/worker_failures": self.stats.failures, "dist/worker": slot.index})
+        if slot.restarts < self.rc.max_restarts:
+            slot.restarts += 1
+            self._spawn([slot])
+            self._submit(slot)
+        else:
+            slot.alive = False
+        if not self.pending:
+            raise RoborlError(
+                f"all {self.rc.num_workers} Ray rollout workers died (last error: "
+                f"{type(exc).__name__}); ray.max_restarts={self.rc.max_restarts} replacements "
+                "each were used up. Check the workers' logs under /tmp/ray/session_latest."
+            ) from None
+
+    def sync(self, algo: Algorithm) -> None:
+        if self.ctx.step >= self.next_sync:
+            import ray
+
+            self.version += 1
+            self.weights_ref = ray.put(_to_cpu(algo.state_dict()))
+            self.stats.weight_pushes += 1
+            self.next_sync = self.ctx.step + self.rc.sync_every
+
+    def metrics(self) -> dict[str, float]:
+        out = {
+            "dist/workers_alive": float(sum(w.alive for w in self.stats.workers.values())),
+            "dist/policy_lag": float(np.mean(self.lags)) if self.lags else 0.0,
+        }
+        self.lags = []
+        return out
+
+    def state(self) -> dict[str, Any]:
+        return self.stats.to_dict()
+
+    def close(self) -> None:
+        if not self.stats.workers:
+            return
+        import ray
+
+        atomic_write_json(self.ctx.run_dir / STATS_FILE, self.stats.to_dict())
+        for slot in self.stats.workers.values():
             if slot.actor is not None:
                 try:
                     ray.kill(slot.actor)
                 except Exception:  # already dead: nothing to clean up
                     pass
-        if started:
+        if self.started:
             ray.shutdown()
+
+
+CHUNK_FIELDS = ("obs", "actions", "rewards", "next_obs", "terminated", "costs")

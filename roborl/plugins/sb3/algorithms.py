@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -23,6 +23,9 @@ import torch
 from roborl.core.config import rng
 from roborl.core.errors import ConfigError
 from roborl.core.interfaces import Algorithm, Batch, Policy
+
+if TYPE_CHECKING:
+    from roborl.core.context import TrainContext
 
 
 @dataclass
@@ -62,7 +65,7 @@ class SB3Algorithm(Algorithm):
     """Base of the `sb3/*` algorithms; subclasses name the SB3 class."""
 
     Config = SB3Config
-    loop = "custom"
+    loop = "own"
     sb3_class: ClassVar[str]
     off_policy: ClassVar[bool] = False
     discrete_only: ClassVar[bool] = False
@@ -107,7 +110,7 @@ class SB3Algorithm(Algorithm):
 
     # -- training through the host -----------------------------------------------------------
 
-    def train(self, ctx: Any) -> None:
+    def train(self, ctx: TrainContext) -> None:
         from stable_baselines3.common.callbacks import BaseCallback
         from stable_baselines3.common.logger import configure
         from stable_baselines3.common.vec_env import DummyVecEnv
@@ -121,39 +124,31 @@ class SB3Algorithm(Algorithm):
         algo = self
 
         class HostCallback(BaseCallback):
-            def _on_training_start(self) -> None:
-                self.next_eval = (ctx.step // run.eval_every + 1) * run.eval_every
-                self.next_ckpt = (ctx.step // run.checkpoint_every + 1) * run.checkpoint_every
-                self.next_log = (ctx.step // run.log_every + 1) * run.log_every
+            """SB3's callback hook driving roborl's counters and its one schedule (`ctx.due`)."""
 
             def _on_step(self) -> bool:
-                ctx.advance(self.training_env.num_envs)
+                ctx.advance(env_steps=self.training_env.num_envs)
                 for info in self.locals.get("infos", []):
                     if "episode" in info:
-                        ctx.log(
-                            {
-                                "train/episode_return": float(info["episode"]["r"]),
-                                "train/episode_length": int(info["episode"]["l"]),
-                            }
-                        )
-                if ctx.step >= self.next_log:
+                        ctx.record_episode(float(info["episode"]["r"]), int(info["episode"]["l"]))
+                if ctx.due("log"):
                     values = self.model.logger.name_to_value
-                    ctx.log({f"train/{k.split('/')[-1]}": float(v) for k, v in values.items()})
-                    self.next_log += run.log_every
-                if ctx.step >= self.next_eval:
+                    record = {f"train/{k.split('/')[-1]}": float(v) for k, v in values.items()}
+                    n_updates = int(getattr(self.model, "_n_updates", 0))
+                    ctx.advance(updates=max(n_updates - ctx.updates, 0))
+                    ctx.log(record)
+                if ctx.due("eval"):
                     ctx.evaluate(algo)
-                    self.next_eval += run.eval_every
-                if ctx.step >= self.next_ckpt:
+                if ctx.due("checkpoint"):
                     ctx.checkpoint(algo)
-                    self.next_ckpt += run.checkpoint_every
-                return ctx.step < run.total_steps
+                return not ctx.finished
 
         remaining = max(run.total_steps - ctx.step, 0)
         self.model.learn(
             total_timesteps=remaining, callback=HostCallback(), reset_num_timesteps=False
         )
-        ctx.evaluate(self)
-        ctx.checkpoint(self)
+        ctx.advance(updates=max(int(getattr(self.model, "_n_updates", 0)) - ctx.updates, 0))
+        ctx.finish(self)
         vec.close()
 
     # -- state -------------------------------------------------------------------------------

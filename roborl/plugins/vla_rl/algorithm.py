@@ -33,7 +33,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -47,6 +47,9 @@ from roborl.plugins.vla_rl.curriculum import SuccessCurriculum
 from roborl.plugins.vla_rl.model import ProcessRewardModel, TinyVLA
 from roborl.plugins.vla_rl.ppo import clipped_policy_loss, clipped_value_loss, gae
 from roborl.plugins.vla_rl.tokenizer import PAD, ActionTokenizer, WordTokenizer
+
+if TYPE_CHECKING:
+    from roborl.core.context import TrainContext
 
 
 @dataclass
@@ -430,7 +433,7 @@ class VLARL(Algorithm):
 
     # -- the whole run -----------------------------------------------------------------------
 
-    def train(self, ctx: Any) -> None:
+    def train(self, ctx: TrainContext) -> None:
         cfg = self.config
         seed = ctx.run.seed
         self.rng = np.random.default_rng(seed)
@@ -461,16 +464,19 @@ class VLARL(Algorithm):
         envs = [ctx.make_env(seed=seed + 1 + i) for i in range(cfg.num_envs)]
         state = {"obs": [self._reset(e) for e in envs]}
         self.phase = "rl"
-        while self.iteration < cfg.iterations and ctx.step < ctx.run.total_steps:
+        # One metrics record per PPO iteration (its losses are per iteration); evaluations and
+        # checkpoints follow the run's schedule, eval_every / checkpoint_every env steps.
+        while self.iteration < cfg.iterations and not ctx.finished:
             metrics = self.ppo_iteration(envs, state)
-            ctx.advance(cfg.rollout_steps * cfg.num_envs)
+            ctx.advance(env_steps=cfg.rollout_steps * cfg.num_envs)
             ctx.log(metrics)
-            if self.iteration % max(cfg.iterations // 4, 1) == 0:
+            if ctx.due("eval"):
+                ctx.evaluate(self)
+            if ctx.due("checkpoint"):
                 ctx.checkpoint(self)
         final = self.evaluate_tasks(env, seed + 99)
         ctx.log({f"eval/{k}": v for k, v in final.items()})
-        ctx.evaluate(self, episodes=ctx.run.eval_episodes)
-        ctx.checkpoint(self)
+        ctx.finish(self)
         for e in envs:
             e.close()
         env.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from roborl.core.hookspecs import hookimpl
 
 # Refuse to load (with a clear report) under a roborl whose hookspecs changed incompatibly.
-ROBORL_HOOKSPEC_VERSION = "1"
+ROBORL_HOOKSPEC_VERSION = "2"
 
 
 @hookimpl

@@ -15,24 +15,24 @@ import numpy as np
 import torch
 from torch import nn
 
-from roborl.core.config import rng
+from roborl.core.config import OffPolicyConfig, rng
 from roborl.core.interfaces import Algorithm, Batch, Policy
 from roborl.core.nn import ActionScaler, EnsembleMLP, mlp, obs_tensor, polyak_update
 from roborl.core.policies import BatchedPolicy
 
 
 @dataclass
-class TD3Config:
-    gamma: float = field(default=0.99, metadata=rng(0.0, 1.0))
+class TD3Config(OffPolicyConfig):
+    """TD3's settings; gamma, batch_size, buffer_size and n_step come from `OffPolicyConfig`,
+    which is what roborl's off-policy loop reads."""
+
     tau: float = field(default=0.005, metadata=rng(0.0, 1.0))
     lr: float = field(default=3e-4, metadata=rng(0.0, 1.0))
-    batch_size: int = field(default=256, metadata=rng(1, None))
     hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])
     policy_noise: float = field(default=0.2, metadata=rng(0.0, None))
     noise_clip: float = field(default=0.5, metadata=rng(0.0, None))
     exploration_noise: float = field(default=0.1, metadata=rng(0.0, None))
     policy_delay: int = field(default=2, metadata=rng(1, None))
-    buffer_size: int = field(default=1_000_000, metadata=rng(1, None))
 
 
 class DeterministicPolicy(BatchedPolicy):

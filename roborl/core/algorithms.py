@@ -1,0 +1,82 @@
+"""From a config to an algorithm: split the run-level keys off, resolve `algo.name` through the
+registry, validate its config dataclass, build it, or rebuild it from a checkpoint.
+
+The runner, `roborl eval`/`deploy`, the robot nodes and the dataset collector all build
+algorithms the same way, so these functions live on their own rather than inside the runner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+from omegaconf import DictConfig, OmegaConf
+
+from roborl.core.checkpoint import load_checkpoint
+from roborl.core.config import RunConfig, build_config
+from roborl.core.errors import ConfigError
+from roborl.core.interfaces import Algorithm
+from roborl.core.plugins import PluginHost
+from roborl.core.spaces import space_from_dict
+
+RUN_KEYS = {f for f in RunConfig.__dataclass_fields__}
+SECTION_KEYS = {"algo", "env", "robot", "logger", "plugins", "hydra", "ray"}
+REMOVED_KEYS = {
+    "max_episode_steps": "it was never read; set env.max_episode_steps to cap episode length",
+}
+
+
+def split_config(cfg: Mapping[str, Any]) -> tuple[RunConfig, dict[str, Any]]:
+    """Validate the run-level keys; returns (RunConfig, the whole config as a plain dict)."""
+    if isinstance(cfg, DictConfig):
+        cfg = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
+    cfg = dict(cfg)
+    for key, why in REMOVED_KEYS.items():
+        if key in cfg:
+            raise ConfigError(f"top-level {key}= was removed: {why}.")
+    run_values = {k: v for k, v in cfg.items() if k in RUN_KEYS}
+    unknown = set(cfg) - RUN_KEYS - SECTION_KEYS
+    unknown.discard("run_dir")
+    if unknown:
+        raise ConfigError(
+            f"unknown top-level config key(s): {', '.join(sorted(unknown))}. Run-level keys are "
+            f"{', '.join(sorted(RUN_KEYS))}; sections are algo, env, robot, logger, plugins."
+        )
+    return build_config(RunConfig, run_values), cfg
+
+
+def resolve_algorithm(host: PluginHost, algo_cfg: Mapping[str, Any]) -> tuple[type[Algorithm], Any]:
+    """The algorithm class named by `algo.name` and its validated config dataclass."""
+    algo_cfg = dict(algo_cfg or {})
+    name = algo_cfg.pop("name", None)
+    if not name:
+        raise ConfigError("algo.name is not set: pass algo=<name>, e.g. algo=sac.")
+    cls = host.registry.get("algorithms", name)
+    return cls, build_config(cls.Config, algo_cfg, prefix="algo.")
+
+
+def build_algorithm(
+    host: PluginHost,
+    algo_cfg: Mapping[str, Any],
+    observation_space: gym.Space,
+    action_space: gym.Space,
+    device: str,
+) -> Algorithm:
+    """Resolve and construct in one go (eval, deploy, rollout workers)."""
+    cls, config = resolve_algorithm(host, algo_cfg)
+    return cls(observation_space, action_space, config, device)
+
+
+def algorithm_from_checkpoint(
+    host: PluginHost, path: str | Path, device: str = "cpu"
+) -> tuple[Algorithm, dict[str, Any]]:
+    """Rebuild an algorithm (weights, no env needed) from a checkpoint written by a run."""
+    ckpt = load_checkpoint(path, map_location=device)
+    algo_cfg = {"name": ckpt["algo"], **ckpt["algo_config"]}
+    obs_space = space_from_dict(ckpt["observation_space"])
+    act_space = space_from_dict(ckpt["action_space"])
+    algo = build_algorithm(host, algo_cfg, obs_space, act_space, device)
+    algo.load_state_dict(ckpt["state"])
+    return algo, ckpt

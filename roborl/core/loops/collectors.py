@@ -1,0 +1,191 @@
+"""Collectors: where the off-policy loop's experience comes from.
+
+The off-policy loop is the same whether transitions come from an in-process vector env
+(`VectorCollector`, ``collector=vector``, the default), from Ray rollout workers
+(``collector=ray``, `roborl.plugins.ray`), or from an actor process beside a robot: only the
+collector differs. A collector is built by a factory registered through the
+`roborl_collectors` hook, ``factory(ctx) -> Collector``, and the loop calls
+
+1. `start(algo)` once (after a resume has restored the counters and RNGs),
+2. `collect(algo, random)` repeatedly; each call returns a `Chunk` of transitions,
+3. `sync(algo)` after the loop's updates for that chunk (a remote collector pushes weights),
+4. `metrics()` when the schedule logs, `state()` before each checkpoint, `close()` at the end.
+
+The idea of a collector that yields batches of transitions to a trainer is torchrl's
+(`SyncDataCollector`, `MultiaSyncDataCollector`); here it is cut to what an off-policy learner
+with a replay buffer needs.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import gymnasium as gym
+import numpy as np
+
+from roborl.core.interfaces import Algorithm
+
+if TYPE_CHECKING:
+    from roborl.core.context import TrainContext
+
+STEP_INFO_FIELDS = ("cost",)
+"""Per-step info fields stored with each transition (the buffer's `costs`)."""
+
+
+@dataclass
+class Chunk:
+    """Transitions in arrival order (leading axis = transition) plus finished episodes.
+
+    `episodes` holds (return, length, extra metrics to log with it), e.g. the worker index.
+    """
+
+    obs: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    next_obs: np.ndarray
+    terminated: np.ndarray
+    costs: np.ndarray | None = None
+    episodes: list[tuple[float, int, dict[str, float]]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.rewards)
+
+    def head(self, n: int) -> Chunk:
+        """The first `n` transitions (the loop trims the last chunk to the budget)."""
+        if n >= len(self):
+            return self
+        costs = None if self.costs is None else self.costs[:n]
+        return Chunk(
+            self.obs[:n],
+            self.actions[:n],
+            self.rewards[:n],
+            self.next_obs[:n],
+            self.terminated[:n],
+            costs,
+            self.episodes,
+        )
+
+
+class Collector(abc.ABC):
+    """Where experience comes from; see the module docstring for the call order."""
+
+    observation_space: gym.Space
+    action_space: gym.Space
+
+    def start(self, algo: Algorithm) -> None:  # noqa: B027 - optional
+        """Begin collecting with `algo` (reset envs, start workers)."""
+
+    @abc.abstractmethod
+    def collect(self, algo: Algorithm, random: bool) -> Chunk:
+        """The next transitions; `random`: uniform random actions (before learning_starts)."""
+
+    def sync(self, algo: Algorithm) -> None:  # noqa: B027 - optional
+        """The learner updated `algo`; a remote collector may push its weights now."""
+
+    def metrics(self) -> dict[str, float]:
+        """Extra `dist/...` style metrics for the next train log record."""
+        return {}
+
+    def state(self) -> dict[str, Any] | None:
+        """What to keep in checkpoints (under `extra[<collector name>]`), or None."""
+        return None
+
+    def close(self) -> None:  # noqa: B027 - optional
+        """Release envs, workers, connections."""
+
+
+def step_info(infos: dict[str, Any], key: str, done: np.ndarray) -> np.ndarray | None:
+    """A per-step info field of a same-step-autoreset vector env, for every env.
+
+    On a step that ends an episode the env resets within the same call, so `infos[key]` then
+    holds the reset's value; the step's own value is in `infos["final_info"][key]`. Without
+    this, the cost of the step that ends an episode was lost (issue 17).
+    """
+    final = infos.get("final_info") if done.any() else None
+    has_final = bool(final) and key in final
+    if key not in infos and not has_final:
+        return None
+    n = len(done)
+    values = np.asarray(infos[key], np.float32) if key in infos else np.zeros(n, np.float32)
+    if has_final:
+        mask = done & np.asarray(final.get(f"_{key}", done), bool)
+        values = np.where(mask, np.asarray(final[key], np.float32), values)
+    return values
+
+
+def finished_episodes(
+    infos: dict[str, Any], done: np.ndarray
+) -> list[tuple[float, int, dict[str, float]]]:
+    """(return, length, {}) for each sub-env whose episode ended in this step."""
+    if not done.any():
+        return []
+    final = infos.get("final_info") or {}
+    if "episode" not in final:
+        return []
+    ep = final["episode"]
+    mask = final.get("_episode", done)
+    return [(float(ep["r"][i]), int(ep["l"][i]), {}) for i in np.flatnonzero(mask)]
+
+
+def real_next_obs(next_obs: np.ndarray, infos: dict[str, Any], done: np.ndarray) -> np.ndarray:
+    """`next_obs` with the final observation (not the reset one) for envs that ended."""
+    if not done.any() or "final_obs" not in infos:
+        return next_obs
+    out = next_obs.copy()
+    for i in np.flatnonzero(done):
+        out[i] = infos["final_obs"][i]
+    return out
+
+
+class VectorCollector(Collector):
+    """The default collector: one in-process vector env, one vector step per `collect`."""
+
+    def __init__(self, ctx: TrainContext) -> None:
+        self.ctx = ctx
+        self.envs = ctx.make_vec_env()
+        self.observation_space = self.envs.single_observation_space
+        self.action_space = self.envs.single_action_space
+        self.obs: np.ndarray | None = None
+        space = self.action_space
+        self._box = isinstance(space, gym.spaces.Box)
+        self._rand_shape = (self.envs.num_envs, *space.shape) if self._box else None
+
+    def start(self, algo: Algorithm) -> None:
+        ctx = self.ctx
+        ckpt = ctx.resume_checkpoint
+        if ckpt is not None:
+            saved = ckpt["runner"].get("env_rng") or []
+            for sub, state in zip(getattr(self.envs, "envs", None) or [], saved):
+                if state is not None:
+                    sub.unwrapped.np_random.bit_generator.state = state
+            self.obs, _ = self.envs.reset()
+        else:
+            self.obs, _ = self.envs.reset(seed=ctx.run.seed)
+        self.action_space.seed(ctx.run.seed)
+
+    def collect(self, algo: Algorithm, random: bool) -> Chunk:
+        space, rng = self.action_space, self.ctx.np_rng
+        if not random:
+            actions = algo.act(self.obs, deterministic=False)
+        elif self._box:
+            actions = rng.uniform(space.low, space.high, size=self._rand_shape).astype(np.float32)
+        else:
+            actions = rng.integers(0, space.n, size=self.envs.num_envs)
+        next_obs, rewards, terminated, truncated, infos = self.envs.step(actions)
+        done = np.logical_or(terminated, truncated)
+        chunk = Chunk(
+            self.obs,
+            actions,
+            rewards,
+            real_next_obs(next_obs, infos, done),
+            terminated.astype(np.float32),
+            step_info(infos, "cost", done),
+            finished_episodes(infos, done),
+        )
+        self.obs = next_obs
+        return chunk
+
+    def close(self) -> None:
+        self.envs.close()

@@ -1,0 +1,113 @@
+"""The off-policy loop: a collector fills a replay buffer, the algorithm updates from it.
+
+`utd_ratio` updates per env step once `learning_starts` env steps are in the buffer (uniform
+random actions before that), n-step returns when the config asks for them, as in SAC's and
+stable-baselines3's `OffPolicyAlgorithm`. Where the transitions come from is the collector's
+business (`collector=vector|ray|<plugin>`), so this loop exists once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+import gymnasium as gym
+import torch
+
+from roborl.core.buffer import ReplayBuffer
+from roborl.core.config import OffPolicyConfig
+from roborl.core.errors import ConfigError
+from roborl.core.interfaces import Algorithm
+
+if TYPE_CHECKING:
+    from roborl.core.context import TrainContext
+
+
+def replay_buffer(ctx: TrainContext, algo: Algorithm) -> ReplayBuffer:
+    """A buffer sized `min(buffer_size, total_steps)` for the algorithm's spaces."""
+    cfg = algo.config
+    if not isinstance(cfg, OffPolicyConfig):
+        raise ConfigError(
+            f"algo={ctx.algo_name} uses the off-policy loop, but its config "
+            f"{type(cfg).__name__} does not subclass roborl.core.config.OffPolicyConfig, so "
+            "the loop has no batch_size/buffer_size/gamma/n_step to read. Subclass it in the "
+            "algorithm's Config (or declare another loop)."
+        )
+    obs_space, act_space = algo.observation_space, algo.action_space
+    discrete = isinstance(act_space, gym.spaces.Discrete)
+    return ReplayBuffer(
+        max(min(cfg.buffer_size, ctx.run.total_steps), 1),
+        obs_space.shape,
+        () if discrete else act_space.shape,
+        device=ctx.run.buffer_device or ctx.device,
+        with_costs=True,
+        action_dtype=torch.long if discrete else torch.float32,
+    )
+
+
+def offpolicy_loop(ctx: TrainContext) -> Algorithm:
+    """Collect, store, update, and follow `ctx.due` for logs, evaluations and checkpoints."""
+    run = ctx.run
+    collector = ctx.make_collector()
+    try:
+        algo = ctx.build_algorithm(collector.observation_space, collector.action_space)
+        buffer = replay_buffer(ctx, algo)
+        cfg: OffPolicyConfig = algo.config
+        batch_size, n_step, gamma = cfg.batch_size, cfg.n_step, cfg.gamma
+        ctx.attach(algo, buffer)
+        ctx.resume(algo, buffer)
+        ctx.begin("steps")
+        collector.start(algo)
+        debt = 0.0
+        sums: dict[str, Any] = defaultdict(float)
+        count, t_log, s_log = 0, time.time(), ctx.step
+        while not ctx.finished:
+            chunk = collector.collect(algo, random=ctx.step < run.learning_starts)
+            chunk = chunk.head(run.total_steps - ctx.step)
+            n = len(chunk)
+            buffer.add(
+                chunk.obs, chunk.actions, chunk.rewards, chunk.next_obs, chunk.terminated,
+                chunk.costs,
+            )  # fmt: skip
+            ctx.advance(env_steps=n)
+            for ret, length, extra in chunk.episodes:
+                ctx.record_episode(ret, length, **extra)
+            if ctx.step >= run.learning_starts and len(buffer) >= batch_size:
+                debt += run.utd_ratio * n
+                done = 0
+                while debt >= 1.0:
+                    if n_step > 1:
+                        batch = buffer.sample_nstep(batch_size, n_step, gamma, ctx.torch_gen)
+                    else:
+                        batch = buffer.sample(batch_size, ctx.torch_gen)
+                    for k, v in algo.update(batch).items():
+                        sums[k] = sums[k] + (v.detach() if torch.is_tensor(v) else v)
+                    done += 1
+                    debt -= 1.0
+                count += done
+                ctx.advance(updates=done)
+                collector.sync(algo)
+            if ctx.due("log"):
+                now = time.time()
+                record = {f"train/{k}": float(v) / count for k, v in sums.items()} if count else {}
+                record["time/sps"] = (ctx.step - s_log) / max(now - t_log, 1e-9)
+                record.update(collector.metrics())
+                ctx.log(record)
+                sums, count, t_log, s_log = defaultdict(float), 0, now, ctx.step
+            if ctx.due("eval"):
+                ctx.evaluate(algo)
+            if ctx.due("checkpoint"):
+                _keep_collector_state(ctx, collector)
+                ctx.checkpoint(algo, buffer)
+        _keep_collector_state(ctx, collector)
+        ctx.finish(algo, buffer)
+        return algo
+    finally:
+        collector.close()
+
+
+def _keep_collector_state(ctx: TrainContext, collector: Any) -> None:
+    state = collector.state()
+    if state is not None:
+        ctx.set_extra(ctx.run.collector_name, state)
