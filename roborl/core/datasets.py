@@ -72,14 +72,29 @@ class OfflineDataset:
     ) -> OfflineDataset:
         """Validate `data` (D4RL field names) and build a dataset; `source` names it in errors.
 
-        `timeouts` may be missing (then all zeros, as in some D4RL files); every other
-        required field must be present.
+        Two fields may be missing, as in real D4RL files, and are then derived (said once in
+        the log):
+        - `next_observations` (AntMaze, Adroit, Kitchen): the next row's observation, exactly
+          as D4RL's `qlearning_dataset`; needs `timeouts`, see `_derive_next_observations`;
+        - `timeouts` (old D4RL files): a non-terminal row whose next observation is not the
+          next row's observation ends its episode by truncation.
+        Every other required field must be present.
         """
-        data = dict(data)
-        if "timeouts" not in data and "terminals" in data:
+        data = {k: v for k, v in data.items() if v is not None}
+        derive_next = "next_observations" not in data and "timeouts" in data
+        infer_timeouts = "timeouts" not in data and "next_observations" in data
+        if "timeouts" not in data and "next_observations" not in data and "terminals" in data:
+            raise DatasetError(
+                f"{source}: has neither 'next_observations' nor 'timeouts'; next observations "
+                "can be derived from the next row only when timeouts mark where episodes were "
+                "cut (as D4RL's qlearning_dataset does). Add one of the two fields."
+            )
+        if infer_timeouts and "terminals" in data:
             data["timeouts"] = np.zeros(np.shape(data["terminals"]), dtype=bool)
+        if derive_next and "observations" in data:
+            data["next_observations"] = data["observations"]  # placeholder, derived below
         for name in REQUIRED_FIELDS:
-            if name not in data or data[name] is None:
+            if name not in data:
                 raise DatasetError(
                     f"{source}: missing field {name!r}. A D4RL-style dataset needs "
                     f"{', '.join(REQUIRED_FIELDS)} (and optionally costs); found "
@@ -160,6 +175,10 @@ class OfflineDataset:
                     )
                 arrays[name] = arr.astype(bool)
         meta = dict(metadata or {})
+        if infer_timeouts:
+            arrays["timeouts"] = _timeouts_from_continuity(arrays, source)
+        if derive_next:
+            arrays = _derive_next_observations(arrays, source)
         return cls(
             observations=arrays["observations"],
             actions=arrays["actions"],
@@ -236,17 +255,14 @@ class OfflineDataset:
     # -- episodes ----------------------------------------------------------------------------
 
     def episode_ends(self) -> np.ndarray:
-        """Index one past the last transition of each episode (terminal, timeout or end)."""
+        """Index one past the last transition of each episode (terminal, timeout or end).
+
+        Only `terminals` and `timeouts` end an episode, as in CORL's `return_reward_range`:
+        a break in observation continuity does not, since corrupted observations or next
+        observations (RIQL's protocol) break it on every corrupted row and would cut the data
+        into thousands of two-step "episodes" (IQL's reward scale then comes out ~35x large).
+        """
         done = self.terminals | self.timeouts
-        # A break in continuity also ends an episode (D4RL files without timeouts).
-        if len(self) > 1:
-            gap = np.any(
-                self.next_observations[:-1].reshape(len(self) - 1, -1)
-                != self.observations[1:].reshape(len(self) - 1, -1),
-                axis=1,
-            )
-            done = done.copy()
-            done[:-1] |= gap
         ends = np.flatnonzero(done) + 1
         if len(ends) == 0 or ends[-1] != len(self):
             ends = np.append(ends, len(self))
@@ -288,10 +304,6 @@ class OfflineDataset:
             t["costs"] = torch.as_tensor(self.costs, device=device)
         self._tensors = t
         return self
-
-    def invalidate(self) -> None:
-        """Drop cached tensors after modifying arrays in place (e.g. reward scaling)."""
-        self._tensors = None
 
     def sample(self, batch_size: int, generator: torch.Generator | None = None) -> Batch:
         """A uniform minibatch (with replacement) as a `Batch` of tensors."""
@@ -369,6 +381,65 @@ class OfflineDataset:
                 os.unlink(tmp)
             raise
         return path
+
+
+def _timeouts_from_continuity(arrays: dict[str, np.ndarray], source: str) -> np.ndarray:
+    """Timeouts of a file that has none: a non-terminal row whose next observation differs
+    from the next row's observation was cut by a time limit (the last row ends the data)."""
+    obs, nxt, term = arrays["observations"], arrays["next_observations"], arrays["terminals"]
+    n = len(obs)
+    timeouts = np.zeros(n, dtype=bool)
+    if n > 1:
+        gap = np.any(nxt[:-1].reshape(n - 1, -1) != obs[1:].reshape(n - 1, -1), axis=1)
+        timeouts[:-1] = gap & ~term[:-1]
+    if timeouts.any():
+        log.warning(
+            "%s: no 'timeouts' field; %d episode ends inferred where a next observation is "
+            "not the next row's observation.",
+            source,
+            int(timeouts.sum()),
+        )
+    return timeouts
+
+
+def _derive_next_observations(arrays: dict[str, np.ndarray], source: str) -> dict[str, np.ndarray]:
+    """Next observations from the next row, exactly as D4RL's `qlearning_dataset`.
+
+    Row i gets observations[i + 1] as its next observation. Rows flagged `timeouts` (the last
+    step of a time-limited episode, whose true next observation was never recorded) are
+    dropped, and so is the file's last row. A terminal row is kept with the next row's
+    observation: the value is never bootstrapped from (terminal), as in D4RL. Where a dropped
+    timeout row followed, the kept row before it becomes its episode's end and is flagged a
+    timeout, so episode boundaries survive the drop.
+    """
+    term, tout = arrays["terminals"], arrays["timeouts"]
+    n = len(term)
+    if n < 2:
+        raise DatasetError(
+            f"{source}: no 'next_observations' and only {n} row; deriving them from the next "
+            "row needs >= 2 rows."
+        )
+    keep = ~tout
+    keep[-1] = False
+    if not keep.any():
+        raise DatasetError(
+            f"{source}: no 'next_observations', and every row is a timeout or the last row; "
+            "no transition is left once they are derived."
+        )
+    new_tout = np.zeros(n, dtype=bool)
+    new_tout[:-1] = tout[1:] & ~term[:-1]
+    out = {k: v[keep] for k, v in arrays.items() if k != "next_observations"}
+    out["next_observations"] = arrays["observations"][1:][keep[:-1]]
+    out["timeouts"] = new_tout[keep]
+    log.warning(
+        "%s: no 'next_observations' field; derived from the next row as D4RL's "
+        "qlearning_dataset does, dropping the last step of each timed-out episode and the "
+        "file's last row (%d of %d rows kept).",
+        source,
+        int(keep.sum()),
+        n,
+    )
+    return out
 
 
 def load_npz(path: str | Path) -> OfflineDataset:

@@ -110,11 +110,31 @@ def load_minari_source(path: str) -> OfflineDataset:
 load_minari_source.accepts = _accepts_minari  # type: ignore[attr-defined]
 
 
+def _refuse_broken_continuity(dataset: OfflineDataset, dataset_id: str) -> None:
+    """Minari stores one observation sequence per episode, so s'_t must equal s_{t+1} inside
+    an episode; corrupted observations or dynamics (RIQL's protocol) break that and would be
+    silently rewritten. Refuse rather than lose them."""
+    done = dataset.terminals | dataset.timeouts
+    n = len(dataset)
+    if n < 2:
+        return
+    nxt = dataset.next_observations[:-1].reshape(n - 1, -1)
+    gap = np.any(nxt != dataset.observations[1:].reshape(n - 1, -1), axis=1) & ~done[:-1]
+    if gap.any():
+        raise DatasetError(
+            f"cannot write Minari dataset {dataset_id!r}: at {int(gap.sum())} transitions the "
+            "next observation differs from the next row's observation inside an episode "
+            "(corrupted observations or dynamics?), which Minari's one-sequence-per-episode "
+            "layout cannot hold. Write out=*.npz or *.hdf5 instead."
+        )
+
+
 def save_minari(dataset: OfflineDataset, dataset_id: str, env: Any = None) -> Path:
     """Write `dataset` as a Minari dataset (`minari.create_dataset_from_buffers`)."""
     import minari
     from minari.data_collector.episode_buffer import EpisodeBuffer
 
+    _refuse_broken_continuity(dataset, dataset_id)
     buffers = []
     for sl in dataset.episodes():
         o = dataset.observations[sl]
