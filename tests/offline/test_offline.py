@@ -333,7 +333,7 @@ def test_train_iql_from_cli(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     cmd = [
         sys.executable, "-m", "roborl.core.cli", "train", "algo=iql", f"dataset={path}",
-        "env=inverted_pendulum", "total_steps=60", "eval_every=30", "eval_episodes=1",
+        "env=inverted_pendulum", "total_updates=60", "eval_every=30", "eval_episodes=1",
         "checkpoint_every=60", "log_every=30", "algo.hidden_sizes=[32,32]", "progress=false",
         f"hydra.run.dir={run_dir}",
     ]  # fmt: skip

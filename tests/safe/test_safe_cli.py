@@ -29,7 +29,7 @@ def test_train_fisor_from_cli(tmp_path: Path) -> None:
     run_dir = tmp_path / "fisor"
     res = _cli(
         [
-            "train", "algo=fisor", f"dataset={path}", "env=safe_point_goal", "total_steps=40",
+            "train", "algo=fisor", f"dataset={path}", "env=safe_point_goal", "total_updates=40",
             "eval_every=40", "eval_episodes=2", "checkpoint_every=40", "log_every=20",
             "algo.hidden_sizes=[32,32]", "algo.actor_width=32", "algo.actor_blocks=1",
             "algo.num_samples=4", "algo.batch_size=64", "progress=false",
@@ -41,7 +41,7 @@ def test_train_fisor_from_cli(tmp_path: Path) -> None:
     metrics = _metrics(run_dir)
     assert any("train/feasible_frac" in m for m in metrics)
     evals = [m for m in metrics if "eval/cost_mean" in m]  # a safe task logs its cost
-    assert evals and evals[-1]["step"] == 40
+    assert evals and evals[-1]["updates"] == 40 and evals[-1]["step"] == 0
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["algo"] == "fisor" and summary["env"] == "SafePointGoal-v0"
     assert summary["final_eval_cost_mean"] == evals[-1]["eval/cost_mean"]

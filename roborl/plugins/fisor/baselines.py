@@ -3,7 +3,8 @@ transition) and BC-safe (only trajectories whose episode cost is within the cost
 
 Both are deterministic MLP policies trained by MSE to the dataset actions (DSRL's BC). The
 trajectory filter for BC-safe is `safe_subset`; the algorithm is the same class with
-``safe_only: true`` so the runner can build it from a config alone.
+``safe_only: true`` so the runner can build it from a config alone: its `prepare(dataset)`
+(called by the offline loop before the first update) hands the loop the safe subset.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 import torch
 
 from roborl.core.config import rng
+from roborl.core.errors import DatasetError
 from roborl.core.interfaces import Algorithm, Batch, Policy
 from roborl.core.nn import ActionScaler, mlp, obs_tensor
 from roborl.core.policies import AlgorithmPolicy
@@ -27,13 +29,16 @@ def safe_subset(dataset: Any, cost_limit: float) -> Any:
     """The dataset restricted to episodes whose summed cost is <= `cost_limit`."""
     ep_costs = dataset.episode_costs()
     if ep_costs is None:
-        raise ValueError("BC-safe needs a dataset with costs")
+        raise DatasetError("BC-safe (safe_only=true) needs a dataset with a 'costs' field")
     keep = np.zeros(len(dataset), dtype=bool)
     for sl, c in zip(dataset.episodes(), ep_costs):
         if c <= cost_limit:
             keep[sl] = True
     if not keep.any():
-        raise ValueError(f"no episode has cost <= {cost_limit}; BC-safe has no data")
+        raise DatasetError(
+            f"no episode of the dataset has summed cost <= {cost_limit}, so BC-safe has no "
+            "data; raise algo.cost_limit or use a dataset with safe episodes."
+        )
     arrays = {k: v[keep] for k, v in dataset.arrays().items() if len(v) == len(dataset)}
     return dataset.replace(**arrays)
 
@@ -67,9 +72,9 @@ class BC(Algorithm):
         self.net = mlp(obs_dim, list(config.hidden_sizes), act_dim, "relu").to(self.device)
         self.opt = torch.optim.Adam(self.net.parameters(), lr=config.lr)
 
-    def filter_dataset(self, dataset: Any) -> Any:
-        """BC-safe trains on `safe_subset`; BC-all on everything."""
-        return safe_subset(dataset, self.config.cost_limit) if self.config.safe_only else dataset
+    def prepare(self, dataset: Any) -> Any:
+        """BC-safe trains on `safe_subset` (returned to the loop); BC-all on everything."""
+        return safe_subset(dataset, self.config.cost_limit) if self.config.safe_only else None
 
     @torch.no_grad()
     def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
