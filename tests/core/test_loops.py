@@ -141,9 +141,7 @@ def test_context_counters_and_config_are_read_only(host: PluginHost, tmp_path: P
         ctx.advance(env_steps=-1)
 
 
-def test_due_fires_once_per_interval_on_the_phase_clock(
-    host: PluginHost, tmp_path: Path
-) -> None:
+def test_due_fires_once_per_interval_on_the_phase_clock(host: PluginHost, tmp_path: Path) -> None:
     ctx = Runner(_offpolicy_cfg(eval_every=10, log_every=4), tmp_path / "d", host).ctx
     ctx.begin("updates", total=25)
     fired = []
