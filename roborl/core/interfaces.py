@@ -122,6 +122,10 @@ class Algorithm(abc.ABC):
         """Own training loop, for `loop = "own"` algorithms."""
         raise NotImplementedError(f"algorithm {self.name!r} has loop={self.loop!r}, not own")
 
+    def set_total_updates(self, total_updates: int) -> None:  # noqa: B027 - optional hook
+        """Called by the offline loop before `prepare` with the run's `total_updates`, so a
+        schedule that spans the run (IQL's cosine learning-rate decay) ends where it does."""
+
     def prepare(self, dataset: Any) -> Any:
         """Called by the offline loop once, before the first update (and on resume).
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 from pathlib import Path
 
@@ -198,3 +199,32 @@ def test_minari_refuses_data_whose_next_observations_break_continuity(
     dirty = corrupt(episodic(n_eps=2, length=5), "dynamics", "random", rate=0.5, seed=0)
     with pytest.raises(DatasetError, match="npz"):
         save_minari(dirty, "roborl/never-written-v0")
+
+
+# -- IQL's cosine schedule ----------------------------------------------------------------------
+
+
+def test_iql_cosine_lr_follows_the_run_length_and_never_rises_again() -> None:
+    """Issue 17 item 5: the horizon is the run's total_updates (the offline loop calls
+    `set_total_updates`), the lr reaches 0 there and stays at 0 (CosineAnnealingLR rose again
+    past T_max, and its horizon was fixed at 1e6)."""
+    import torch
+
+    from roborl.plugins.offline.iql import IQL, IQLConfig
+
+    ds = episodic(n_eps=4, length=10)
+    algo = IQL(ds.observation_space, ds.action_space, IQLConfig(hidden_sizes=[8, 8]))
+    algo.set_total_updates(10)
+    algo.prepare(ds)
+    gen = torch.Generator().manual_seed(0)
+    lrs = []
+    for _ in range(25):
+        algo.update(ds.sample(16, gen))
+        lrs.append(algo.actor_opt.param_groups[0]["lr"])
+    assert lrs[4] == pytest.approx(3e-4 * 0.5 * (1 + np.cos(np.pi * 5 / 10)))
+    assert all(b <= a for a, b in itertools.pairwise(lrs))
+    assert lrs[9:] == [0.0] * 16
+    # An explicit max_steps wins over the run's length.
+    fixed = IQL(ds.observation_space, ds.action_space, IQLConfig(max_steps=40))
+    fixed.set_total_updates(10)
+    assert fixed.lr_horizon == 40

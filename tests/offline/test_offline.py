@@ -345,3 +345,27 @@ def test_train_iql_from_cli(tmp_path: Path) -> None:
         evals[-1]["eval/return_mean"] / 10.0
     )
     assert (run_dir / "checkpoints" / "last.pt").is_file()
+    # Issue 17 item 5: the cosine horizon is the run's total_updates, and the actor's lr has
+    # decayed to 0 at the end of the run (the old default horizon was 1e6 updates).
+    state = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)["state"]
+    assert state["lr_horizon"] == 60
+    assert state["actor_opt"]["param_groups"][0]["lr"] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_cli_refuses_a_dataset_of_another_task_before_training(tmp_path: Path) -> None:
+    """InvertedPendulum data (obs 4, action 1) with env=hopper (obs 11, action 3): a clear
+    DatasetError before the first update, not a tensor-size crash at the first evaluation."""
+    path = behaviour_dataset(n=300).save(tmp_path / "pend.npz")
+    run_dir = tmp_path / "run"
+    cmd = [
+        sys.executable, "-m", "roborl.core.cli", "train", "algo=iql", f"dataset={path}",
+        "env=hopper", "total_updates=50", "eval_every=1000", "progress=false",
+        f"hydra.run.dir={run_dir}",
+    ]  # fmt: skip
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=150, cwd=tmp_path)
+    assert res.returncode != 0
+    err = res.stderr + res.stdout
+    assert "'observations'" in err and "(4,)" in err and "(11,)" in err and "Hopper" in err
+    assert "Traceback" not in err
+    metrics = run_dir / "metrics.jsonl"
+    assert not metrics.exists() or "train/" not in metrics.read_text()

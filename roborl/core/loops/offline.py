@@ -31,6 +31,7 @@ def offline_loop(ctx: TrainContext) -> Algorithm:
     if refs:
         ctx.set_extra("reference_returns", dict(refs))
     algo = ctx.build_algorithm(dataset.observation_space, dataset.action_space)
+    algo.set_total_updates(ctx.run.total_updates)
     prepared = algo.prepare(dataset)
     if prepared is not None:  # e.g. BC-safe trains on a subset
         dataset = prepared

@@ -11,8 +11,9 @@ arXiv 2110.06169 (2021), with the defaults of its locomotion experiments:
   notation; the official code's `temperature=3.0` multiplies the advantage);
 - Gaussian actor with tanh-squashed mean and state-independent log-std clipped to [-5, 2]
   (official code, `tanh_squash_distribution=False`), two hidden layers of 256 ReLU units;
-- Adam 3e-4 for all networks, cosine decay of the actor's learning rate over `max_steps`
-  (1e6), batch 256, gamma 0.99, Polyak 0.005;
+- Adam 3e-4 for all networks, cosine decay of the actor's learning rate to 0 over the run's
+  `total_updates` (`max_steps` overrides), then held at 0 as `optax.cosine_decay_schedule`
+  does; batch 256, gamma 0.99, Polyak 0.005;
 - locomotion rewards scaled by 1000 / (max episode return - min episode return) of the
   dataset (official `normalize` for MuJoCo tasks), computed in `prepare(dataset)`.
 - Update order as in the official code: V, then the actor (new V), then Q (new V on s'), then
@@ -49,7 +50,8 @@ Deviations from the official RIQL code:
 - critics use PyTorch's default init, not the EDAC init (bias 0.1, last layer U(+-3e-3));
 - the quantile interpolates linearly between ensemble members (`torch.quantile`, as the official
   code does); the critic loss is summed, not averaged, over the ensemble (a constant factor K);
-- the actor's cosine horizon is `max_steps` (1e6 here; the official script trains 3e6 updates).
+- the actor's cosine horizon is the run's length, as in the official script (whose run is
+  3e6 updates); held at 0 past it rather than rising again as its `CosineAnnealingLR` would.
 All critics are one `EnsembleMLP` (batched matmuls). No dropout (locomotion setting).
 """
 
@@ -76,6 +78,7 @@ from roborl.core.policies import BatchedPolicy
 from roborl.core.spaces import flat_dim
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+DEFAULT_HORIZON = 1_000_000  # official IQL's max_steps, when no run length is known
 
 
 def expectile_loss(diff: torch.Tensor, tau: float) -> torch.Tensor:
@@ -140,7 +143,10 @@ class IQLConfig:
     hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])
     activation: str = field(default="relu", metadata={"choices": ["relu", "gelu", "elu", "tanh"]})
     num_critics: int = field(default=2, metadata=rng(1, 64))
-    max_steps: int = field(default=1_000_000, metadata=rng(1, None, "cosine actor-lr horizon"))
+    max_steps: int | None = field(
+        default=None,
+        metadata=rng(1, None, "cosine actor-lr horizon in updates; null = the run's total_updates"),
+    )
     normalize_reward: bool = True
     normalize_obs: bool = False
     deterministic_actor: bool = False
@@ -242,15 +248,32 @@ class IQL(Algorithm):
         self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr)
         self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
         self.value_opt = torch.optim.Adam(self.value.parameters(), lr=cfg.value_lr)
-        self.actor_sched = torch.optim.lr_scheduler.CosineAnnealingLR(
-            self.actor_opt, T_max=cfg.max_steps
-        )
+        # Cosine horizon: the config's max_steps, else the run's total_updates (set by the
+        # offline loop), else the official 1e6 for code that drives `update` by hand.
+        self.lr_horizon = int(cfg.max_steps) if cfg.max_steps is not None else DEFAULT_HORIZON
         self.obs_mean = torch.zeros(obs_dim, device=self.device)
         self.obs_std = torch.ones(obs_dim, device=self.device)
         self.reward_scale = torch.ones((), device=self.device)
         self.updates = 0
 
     # -- data ----------------------------------------------------------------------------
+
+    def set_total_updates(self, total_updates: int) -> None:
+        """The run's length is the cosine horizon unless `max_steps` sets one."""
+        if self.config.max_steps is None:
+            self.lr_horizon = int(total_updates)
+            self._set_actor_lr()
+
+    def _set_actor_lr(self) -> None:
+        """Cosine decay of the actor's learning rate to 0 at the horizon, then held at 0.
+
+        Closed form of the official `optax.cosine_decay_schedule`, which clamps the count at
+        the horizon; torch's `CosineAnnealingLR` would rise again past `T_max`.
+        """
+        t = min(self.updates, self.lr_horizon) / max(self.lr_horizon, 1)
+        lr = self.config.actor_lr * 0.5 * (1.0 + math.cos(math.pi * t))
+        for group in self.actor_opt.param_groups:
+            group["lr"] = lr
 
     def prepare(self, dataset: Any) -> None:
         """Reward scale (1000 / return range) and observation statistics from the dataset."""
@@ -322,7 +345,6 @@ class IQL(Algorithm):
         self.actor_opt.zero_grad(set_to_none=True)
         actor_loss.backward()
         self.actor_opt.step()
-        self.actor_sched.step()
 
         # Q: regress to r + gamma (1 - d) V(s') (MSE, or Huber for RIQL).
         with torch.no_grad():
@@ -341,6 +363,7 @@ class IQL(Algorithm):
         self.critic_opt.step()
         polyak_update(self.critic_target.parameters(), self.critic.parameters(), cfg.tau)
         self.updates += 1
+        self._set_actor_lr()
         return {
             "value_loss": value_loss.detach(),
             "actor_loss": actor_loss.detach(),
@@ -361,7 +384,7 @@ class IQL(Algorithm):
             "actor_opt": self.actor_opt.state_dict(),
             "critic_opt": self.critic_opt.state_dict(),
             "value_opt": self.value_opt.state_dict(),
-            "actor_sched": self.actor_sched.state_dict(),
+            "lr_horizon": self.lr_horizon,
             "obs_mean": self.obs_mean,
             "obs_std": self.obs_std,
             "reward_scale": self.reward_scale,
@@ -373,13 +396,20 @@ class IQL(Algorithm):
         self.critic.load_state_dict(state["critic"])
         self.critic_target.load_state_dict(state["critic_target"])
         self.value.load_state_dict(state["value"])
-        for key in ("actor_opt", "critic_opt", "value_opt", "actor_sched"):
+        for key in ("actor_opt", "critic_opt", "value_opt"):
             if key in state:
                 getattr(self, key).load_state_dict(state[key])
         self.obs_mean.copy_(torch.as_tensor(state["obs_mean"]))
         self.obs_std.copy_(torch.as_tensor(state["obs_std"]))
         self.reward_scale.copy_(torch.as_tensor(state["reward_scale"]))
         self.updates = int(state.get("updates", 0))
+        # Checkpoints before the clamped schedule kept a CosineAnnealingLR state instead.
+        old_sched = state.get("actor_sched")
+        if "lr_horizon" in state:
+            self.lr_horizon = int(state["lr_horizon"])
+        elif isinstance(old_sched, Mapping) and "T_max" in old_sched:
+            self.lr_horizon = int(old_sched["T_max"])
+        self._set_actor_lr()
 
 
 class RIQL(IQL):
