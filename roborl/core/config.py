@@ -185,6 +185,13 @@ class RunConfig:
         default=None, metadata={"help": "alias of collector=, kept for distributed=ray"}
     )
 
+    def __post_init__(self) -> None:
+        if self.distributed and self.collector not in ("vector", self.distributed):
+            raise ConfigError(
+                f"distributed={self.distributed} and collector={self.collector} disagree; "
+                "give collector= only (distributed= is its older spelling)."
+            )
+
     @property
     def collector_name(self) -> str:
         """`collector`, or the older spelling `distributed=ray` when that is given."""

@@ -9,6 +9,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
+import numpy as np
 import pytest
 import ray
 
@@ -75,27 +77,27 @@ def test_two_workers_train_sac_and_learner_gets_their_transitions(
 
 
 class _KillOnce:
-    """A plugin that SIGKILLs worker 0's process once the learner has 400 steps."""
+    """A plugin that SIGKILLs worker 0's process once the learner has 400 steps; it learns
+    the process id from the `dist/worker_pid` metric the collector logs."""
 
-    def __init__(self, runner_box: list[Runner]) -> None:
-        self.box = runner_box
+    def __init__(self) -> None:
+        self.pid: int | None = None
         self.killed_pid: int | None = None
 
     @hookimpl
     def roborl_metrics(self, step: int, metrics: Any) -> None:
-        if self.killed_pid is None and step >= 400:
-            slot = self.box[0].ray_stats.workers[0]
-            self.killed_pid = slot.pid
-            os.kill(slot.pid, signal.SIGKILL)
+        if "dist/worker_pid" in metrics and metrics["dist/worker"] == 0:
+            self.pid = int(metrics["dist/worker_pid"])
+        if self.killed_pid is None and step >= 400 and self.pid is not None:
+            self.killed_pid = self.pid
+            os.kill(self.pid, signal.SIGKILL)
 
 
 def test_killed_worker_is_replaced_and_run_finishes(local_ray: Any, tmp_path: Path) -> None:
     host = _host()
-    box: list[Runner] = []
-    killer = _KillOnce(box)
+    killer = _KillOnce()
     host.add_plugin(killer, "killer")
     runner = Runner({**_cfg(max_restarts=1), "total_steps": 1000}, tmp_path / "run", host)
-    box.append(runner)
     summary = runner.execute()
     assert killer.killed_pid is not None
     assert summary["status"] == "finished" and summary["steps"] == 1000
@@ -110,12 +112,10 @@ def test_without_restarts_the_run_continues_with_fewer_workers(
     local_ray: Any, tmp_path: Path
 ) -> None:
     host = _host()
-    box: list[Runner] = []
-    killer = _KillOnce(box)
+    killer = _KillOnce()
     host.add_plugin(killer, "killer")
     cfg = {**_cfg(max_restarts=0), "total_steps": 800, "eval_every": 800}
     runner = Runner(cfg, tmp_path / "run", host)
-    box.append(runner)
     summary = runner.execute()
     assert summary["status"] == "finished" and summary["steps"] == 800
     stats = json.loads((tmp_path / "run" / "distributed.json").read_text())
@@ -125,12 +125,51 @@ def test_without_restarts_the_run_continues_with_fewer_workers(
     assert stats["workers"]["1"]["transitions"] > stats["workers"]["0"]["transitions"]
 
 
-def test_unknown_distributed_loop_is_a_clear_error(tmp_path: Path) -> None:
+def test_unknown_collector_is_a_clear_error(tmp_path: Path) -> None:
     from roborl.core.errors import ConfigError
 
-    cfg = {**_cfg(), "distributed": "rayy"}
-    with pytest.raises(ConfigError, match=r"unknown loop 'rayy'.*ray"):
-        Runner(cfg, tmp_path / "run", _host()).execute()
+    for key in ("distributed", "collector"):
+        cfg = {**_cfg(), "distributed": None, key: "rayy"}
+        with pytest.raises(ConfigError, match=r"unknown collector 'rayy'.*ray"):
+            Runner(cfg, tmp_path / "run", _host()).execute()
+
+
+def test_ray_collector_only_feeds_the_offpolicy_loop(tmp_path: Path) -> None:
+    from roborl.core.errors import ConfigError
+
+    cfg = {**_cfg(), "algo": {"name": "iql"}, "distributed": None, "collector": "ray"}
+    with pytest.raises(ConfigError, match=r"collector=ray feeds the off-policy loop"):
+        Runner(cfg, tmp_path / "run", _host())
+
+
+class _CostOnEnd(gym.Env):
+    """3-step episodes; only the step that ends one costs 1."""
+
+    observation_space = gym.spaces.Box(-10.0, 10.0, (2,), np.float32)
+    action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.full(2, self.t, np.float32), 1.0, self.t >= 3, False, {"cost": float(self.t >= 3)}
+
+
+def test_worker_keeps_the_cost_of_the_step_that_ends_an_episode() -> None:
+    """A rollout worker (called in-process here) stores the ending step's own cost, from
+    final_info, not the reset's (issue 17)."""
+    from roborl.plugins.ray.loop import RolloutWorker
+
+    if "RoborlCostOnEnd-v0" not in gym.envs.registry:
+        gym.register("RoborlCostOnEnd-v0", entry_point=_CostOnEnd)
+    cfg = {"algo": {"name": "sac", "hidden_sizes": [8]}, "env": {"id": "RoborlCostOnEnd-v0"}}
+    worker = RolloutWorker(cfg, index=0, seed=0, num_envs=2)
+    data = worker.collect(12, random=True)
+    assert data["terminated"].sum() == 8
+    np.testing.assert_array_equal(data["costs"], data["terminated"])
 
 
 def test_bad_ray_option_names_the_key(tmp_path: Path) -> None:
