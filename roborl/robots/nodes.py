@@ -347,9 +347,7 @@ def deploy(argv: list[str]) -> int:
         driver.close()  # latched: not even a final stop command goes out
     else:
         env.close()  # final hold command, then an orderly DDS teardown
-    close_algo = getattr(algo, "close", None)
-    if close_algo is not None:
-        close_algo()  # e.g. the LLM policy's engine or server session
+    algo.close()  # e.g. the LLM policy's engine or server session
 
     def pct(xs: list[float], q: float) -> float | None:
         return float(np.percentile(np.asarray(xs) * 1e3, q)) if xs else None
