@@ -1,70 +1,82 @@
 """The `roborl` console script.
 
-`train` goes through Hydra (overrides, `-m` sweeps, run directories); `eval`, `resume` and
-`plugins` take simple ``key=value`` arguments. Plugins add subcommands (`dataset`, `deploy`,
-`sim-robot`, `report`, ...) through the `roborl_cli_commands` hook.
+Every subcommand takes Hydra-style overrides (`key=value`, parsed by Hydra's grammar in
+`roborl.core.compose`) and composes its config there; `train` runs through `@hydra.main` for
+`-m` sweeps, launchers and run directories. `roborl X --help` lists X's keys with defaults and
+meanings from the config dataclasses. Plugins add subcommands (`dataset`, `deploy`,
+`sim-robot`, `report`, ...) through the `roborl_cli_commands` hook; `roborl --help` shows
+each one's `summary` attribute or the first line of its docstring.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
+from roborl.core.compose import split_overrides
+from roborl.core.config import RunConfig, build_config, rng
 from roborl.core.errors import ConfigError, RoborlError, did_you_mean
+from roborl.core.help import first_line
+
+T = TypeVar("T")
 
 USAGE = """\
-usage: roborl <command> [args]
+usage: roborl <command> [key=value ...]     (roborl <command> --help: its keys and defaults)
 
-  train [hydra overrides]          train (default: SAC on InvertedPendulum-v5); -m for sweeps
-  eval checkpoint=PATH [episodes=N] evaluate a checkpoint, writes eval.json
-  resume run_dir=PATH              continue an interrupted run from checkpoints/last.pt
-  plugins [--check]                list loaded plugins (and validate them)
-{extra}
+{commands}
 Examples:
   roborl train algo=sac env=halfcheetah seed=3 total_steps=50000 num_envs=4 logger=wandb
   roborl train -m seed=0,1,2
+  roborl train algo=iql --cfg job          (print the composed config, every key)
 """
+
+BUILTIN_SUMMARIES = {
+    "train": "train an algorithm (default: SAC on InvertedPendulum-v5); -m for sweeps",
+    "eval": "evaluate a checkpoint (or a checkpoint-free algo=NAME), writes eval.json",
+    "resume": "continue an interrupted run from its checkpoints/last.pt",
+    "plugins": "list loaded plugins; --check validates them",
+}
+
+HELP_FLAGS = ("-h", "--help")
+
+
+def _wants_help(args: Sequence[str]) -> bool:
+    return any(a in HELP_FLAGS for a in args)
 
 
 # -- argument helpers ------------------------------------------------------------------------
 
 
-def parse_key_values(args: Sequence[str], allowed: dict[str, type], command: str) -> dict[str, Any]:
-    """`key=value` pairs, typed; an unknown key or bad value is a clear error."""
-    out: dict[str, Any] = {}
-    for arg in args:
-        if "=" not in arg:
+def command_options(
+    cls: type[T], args: Sequence[str], command: str, passthrough: Sequence[str] = ()
+) -> tuple[T, list[str]]:
+    """A command's own options (dataclass `cls`) from `key=value` args, typed and checked.
+
+    Overrides whose top-level key is in `passthrough` (config sections such as `env`) are
+    returned for composition; any other key is an error with a did-you-mean.
+    """
+    from roborl.core.compose import override_key, parse_overrides
+
+    keys = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    own, rest = split_overrides(args, keys, command)
+    for ov in parse_overrides(rest, command):
+        top = override_key(ov).split(".")[0].split("/")[0]
+        if top not in passthrough:
+            accepted = sorted([*keys, *passthrough])
             raise ConfigError(
-                f"roborl {command}: expected key=value, got {arg!r}. Accepted keys: "
-                f"{', '.join(sorted(allowed))}."
+                f"roborl {command}: unknown argument {override_key(ov)!r}."
+                f"{did_you_mean(top, accepted)} Accepted: {', '.join(accepted)} "
+                f"(roborl {command} --help lists them)."
             )
-        key, value = arg.split("=", 1)
-        base = key.split(".")[0]
-        if key not in allowed and base not in allowed:
-            raise ConfigError(
-                f"roborl {command}: unknown argument {key!r}.{did_you_mean(key, allowed)} "
-                f"Accepted: {', '.join(sorted(allowed))}."
-            )
-        tp = allowed.get(key, allowed.get(base, str))
-        try:
-            parsed = yaml.safe_load(value) if tp is not str else value
-            if tp is int:
-                if isinstance(parsed, bool) or not isinstance(parsed, int):
-                    raise ValueError
-            elif tp is float:
-                parsed = float(parsed)
-        except (ValueError, TypeError, yaml.YAMLError):
-            raise ConfigError(
-                f"roborl {command}: {key}={value!r} is not a valid {tp.__name__}."
-            ) from None
-        out[key] = parsed
-    return out
+    return build_config(cls, own), rest
 
 
 def _disabled_from_args(args: Sequence[str]) -> list[str]:
@@ -88,32 +100,82 @@ def _host(args: Sequence[str] = (), disable: Sequence[str] = ()) -> Any:
 
 # -- train -----------------------------------------------------------------------------------
 
+BUDGETS = """\
+Budgets: total_steps counts env steps (SAC, DSAC-T, SAC-Lagrangian, SB3, VLA-RL rollouts),
+total_updates counts gradient updates of offline methods (IQL, RIQL, BC, FISOR); an
+offline-to-online method (WSRL) pre-trains for algo.pretrain_steps updates, then runs
+total_steps online env steps. eval_every/checkpoint_every/log_every use the same clock."""
 
-def _search_path_override(dirs: Sequence[str]) -> list[str]:
-    entries = []
-    for d in dirs:
-        if "://" in d:
-            entries.append(d)
-        else:
-            entries.append(f"file://{Path(d).resolve()}")
-    if not entries:
-        return []
-    quoted = ",".join(f"'{e}'" for e in entries)
-    return [f"hydra.searchpath=[{quoted}]"]
+
+def train_help(host: Any, args: Sequence[str]) -> str:
+    """`roborl train --help`: run keys, the chosen algorithm's keys, config groups."""
+    from omegaconf import OmegaConf
+
+    from roborl.core.compose import compose, group_options
+    from roborl.core.help import field_lines, section
+
+    overrides = [a for a in args if a not in HELP_FLAGS and "=" in a and not a.startswith("-")]
+    cfg = OmegaConf.to_container(compose(host, overrides, "train"), resolve=False)
+    assert isinstance(cfg, dict)
+    algo = dict(cfg.get("algo") or {})
+    name = str(algo.pop("name", "sac"))
+    cls = host.registry.get("algorithms", name)
+    loop = getattr(cls, "loop", "?")
+    doc = first_line(cls.__doc__)
+    run_values = {k: v for k, v in cfg.items() if not isinstance(v, dict)}
+    algos = sorted({*host.registry.algorithms, *group_options(host, "algo")})
+    text = [
+        "usage: roborl train [-m] [key=value ...] [--cfg job|hydra|all] [--hydra-help]",
+        "",
+        "Train one run (or a sweep with -m: seed=0,1,2, seed=range(5), algo=glob(sb3/*)).",
+        "Overrides use Hydra's grammar: key=value, +new_key=value, ~key, group=option.",
+        "",
+        section("Run keys (top level; RunConfig)", field_lines(RunConfig, values=run_values)),
+        BUDGETS,
+        "",
+        section(
+            f"algo={name} keys ({doc or cls.__name__}; loop: {loop}; algo=NAME shows another's)",
+            field_lines(cls.Config, "algo.", algo),
+        )
+        if dataclasses.is_dataclass(getattr(cls, "Config", None))
+        else "",
+        section(
+            "Config groups",
+            [
+                f"  algo=  {', '.join(algos)}",
+                f"  env=   {', '.join(group_options(host, 'env'))} (or env.id=ANY_GYMNASIUM_ID)",
+                f"  logger={', '.join(group_options(host, 'logger'))}",
+                f"  robot= {', '.join(group_options(host, 'robot'))}",
+            ],
+        ),
+        "Hydra flags: --cfg job (print the composed config), --info, --hydra-help, -m.",
+    ]
+    return "\n".join(text)
+
+
+def _train_overrides(args: Sequence[str]) -> list[str]:
+    """The override arguments among Hydra's flags (`--cfg job`, `-m`, ...)."""
+    return [a for a in args if not a.startswith("-") and ("=" in a or a.startswith("~"))]
 
 
 def cmd_train(args: list[str]) -> int:
     import hydra
     from hydra.core.hydra_config import HydraConfig
-    from omegaconf import DictConfig, OmegaConf
+    from omegaconf import DictConfig
 
+    from roborl.core.compose import PRIMARY, compose, first_point, register_configs
     from roborl.core.runner import Runner
 
     host = _host(args)
-    # `algo=sb3/sac` and `env.id=ALE/Pong-v5` must not create nested run directories.
-    OmegaConf.register_new_resolver("slug", lambda s: str(s).replace("/", "-"), replace=True)
+    if _wants_help(args):
+        print(train_help(host, args))
+        return 0
+    # Compose once before Hydra runs, so a bad key or option is roborl's one-paragraph error
+    # (a sweep is checked at its first point).
+    compose(host, first_point(_train_overrides(args), "train"), "train")
+    register_configs(host)
 
-    @hydra.main(config_path="../configs", config_name="config", version_base="1.3")
+    @hydra.main(config_path="../configs", config_name=PRIMARY, version_base="1.3")
     def train_job(cfg: DictConfig) -> float | None:
         run_dir = HydraConfig.get().runtime.output_dir
         try:
@@ -125,7 +187,7 @@ def cmd_train(args: list[str]) -> int:
         return summary.get("final_eval_return")
 
     saved = sys.argv
-    sys.argv = ["roborl train", *args, *_search_path_override(host.config_dirs)]
+    sys.argv = ["roborl train", *args]
     try:
         train_job()
     finally:
@@ -146,19 +208,37 @@ def _summary_line(run_dir: str, summary: dict[str, Any]) -> str:
 # -- resume ----------------------------------------------------------------------------------
 
 
-def cmd_resume(args: list[str]) -> int:
-    from omegaconf import OmegaConf
+@dataclass
+class ResumeOptions:
+    """`roborl resume run_dir=PATH [RUN_KEY=VALUE ...]`."""
 
+    run_dir: str | None = field(
+        default=None, metadata={"help": "run directory of an interrupted run (required)"}
+    )
+
+
+def cmd_resume(args: list[str]) -> int:
+    from roborl.core.compose import compose_saved
+    from roborl.core.help import field_lines, section
     from roborl.core.runner import Runner
 
-    opts = parse_key_values(
-        args, {"run_dir": str, "total_steps": int, "progress": bool, "device": str}, "resume"
-    )
-    if "run_dir" not in opts:
+    run_keys = sorted(RunConfig.__dataclass_fields__)
+    if _wants_help(args):
+        print(
+            "usage: roborl resume run_dir=PATH [RUN_KEY=VALUE ...]\n\n"
+            "Continue a run from RUN_DIR/checkpoints/last.pt with its saved config.yaml; run-level\n"
+            "keys may be changed (e.g. total_steps=50000 to extend it), the algorithm may not.\n\n"
+            + section("Keys", field_lines(ResumeOptions))
+            + "\n"
+            + section("Run keys (default: the run's saved value)", field_lines(RunConfig))
+        )
+        return 0
+    opts, rest = command_options(ResumeOptions, args, "resume", passthrough=run_keys)
+    if not opts.run_dir:
         raise ConfigError(
             "roborl resume: run_dir=PATH is required (a run directory of a previous run)."
         )
-    run_dir = Path(opts.pop("run_dir"))
+    run_dir = Path(opts.run_dir)
     config_path = run_dir / "config.yaml"
     last = run_dir / "checkpoints" / "last.pt"
     if not config_path.exists():
@@ -170,10 +250,9 @@ def cmd_resume(args: list[str]) -> int:
             f"roborl resume: {str(run_dir)!r} has no checkpoints/last.pt yet (the run stopped "
             "before its first checkpoint); start it again with roborl train."
         )
-    cfg = OmegaConf.to_container(OmegaConf.load(config_path), resolve=True)
-    assert isinstance(cfg, dict)
-    cfg.update(opts)
-    host = _host(disable=(cfg.get("plugins") or {}).get("disable") or [])
+    saved = yaml.safe_load(config_path.read_text()) or {}
+    host = _host(disable=(saved.get("plugins") or {}).get("disable") or [])
+    cfg = compose_saved(host, saved, rest, "resume")
     summary = Runner(cfg, run_dir, host).execute(resume_from=last)
     print(_summary_line(str(run_dir), summary))
     return 0
@@ -182,43 +261,73 @@ def cmd_resume(args: list[str]) -> int:
 # -- eval ------------------------------------------------------------------------------------
 
 
+@dataclass
+class EvalOptions:
+    """`roborl eval checkpoint=PATH [episodes=N] ...` (or `algo=NAME` without a checkpoint)."""
+
+    checkpoint: str | None = field(
+        default=None, metadata={"help": "a .pt file or a run directory (its checkpoints/last.pt)"}
+    )
+    episodes: int = field(default=10, metadata=rng(1, 100_000, "evaluation episodes"))
+    seed: int = field(default=0, metadata=rng(0, None, "seed of the first episode"))
+    out: str | None = field(
+        default=None, metadata={"help": "report path (default: RUN_DIR/eval.json, ./eval.json)"}
+    )
+    device: str = field(default="cpu", metadata={"help": "torch device for the policy"})
+
+
+EVAL_SECTIONS = ("algo", "env", "robot")
+
+
+def eval_help() -> str:
+    from roborl.core.help import field_lines, section
+
+    return (
+        "usage: roborl eval checkpoint=PATH [episodes=N] [seed=S] [out=PATH] [env.KEY=V ...]\n"
+        "       roborl eval algo=NAME [algo.KEY=V ...] [env=NAME] ...   (checkpoint-free algos)\n\n"
+        "Deterministic-policy evaluation; writes a JSON report with every episode's return.\n\n"
+        + section("Keys", field_lines(EvalOptions))
+        + "\nConfig overrides: env=NAME / env.KEY=V / robot.KEY=V change the checkpoint's env;\n"
+        "algo=NAME (e.g. algo=llm llm.model=PATH) evaluates an algorithm that acts without\n"
+        "training; its algo.* keys are those of `roborl train algo=NAME --help`."
+    )
+
+
 def cmd_eval(args: list[str]) -> int:
     import numpy as np
 
+    from roborl.core.algorithms import algorithm_from_checkpoint
     from roborl.core.checkpoint import atomic_write_json
+    from roborl.core.compose import compose_dict, compose_saved, override_key, parse_overrides
     from roborl.core.envs import make_env
     from roborl.core.evaluate import evaluate
-    from roborl.core.runner import algorithm_from_checkpoint
 
-    allowed = {
-        "checkpoint": str,
-        "episodes": int,
-        "seed": int,
-        "out": str,
-        "device": str,
-        "env": str,
-        "robot": str,
-        "algo": str,
-    }
+    if _wants_help(args):
+        print(eval_help())
+        return 0
     args = _algo_prefix_to_algo(args)
-    opts = parse_key_values(args, allowed, "eval")
-    if "checkpoint" not in opts:
-        if "algo" in opts:
-            return _eval_checkpoint_free(args, opts)
+    opts, rest = command_options(EvalOptions, args, "eval", passthrough=EVAL_SECTIONS)
+    if not opts.checkpoint:
+        if any(a.startswith("algo=") for a in rest):
+            return _eval_checkpoint_free(rest, opts)
         raise ConfigError(
             "roborl eval: checkpoint=PATH is required (a .pt file or a run directory), or "
             "algo=NAME for an algorithm that acts without training (e.g. algo=llm)."
         )
     host = _host()
-    algo, ckpt = algorithm_from_checkpoint(host, opts["checkpoint"], opts.get("device", "cpu"))
+    algo, ckpt = algorithm_from_checkpoint(host, opts.checkpoint, opts.device)
     cfg = dict(ckpt.get("config") or {})
-    for key, value in opts.items():
-        if key.startswith(("env.", "robot.")):
-            section, sub = key.split(".", 1)
-            cfg.setdefault(section, {})
-            cfg[section] = {**(cfg[section] or {}), sub: value}
-    episodes = int(opts.get("episodes", 10))
-    seed = int(opts.get("seed", 0))
+    if rest:
+        groups = [
+            a
+            for a, ov in zip(rest, parse_overrides(rest, "eval"), strict=True)
+            if override_key(ov) in ("env", "robot")
+        ]
+        if groups:  # env=NAME: that option's section replaces the checkpoint's
+            fresh = compose_dict(host, groups, "eval")
+            cfg.update({k: fresh.get(k) for k in ("env", "robot")})
+        cfg = compose_saved(host, cfg, [a for a in rest if a not in groups], "eval")
+    episodes, seed = opts.episodes, opts.seed
     env = make_env(host.registry, cfg, seed)
     policy = algo.policy()
     try:
@@ -229,7 +338,7 @@ def cmd_eval(args: list[str]) -> int:
     run_dir = (
         ckpt_path.parent.parent if ckpt_path.parent.name == "checkpoints" else ckpt_path.parent
     )
-    out = Path(opts.get("out") or run_dir / "eval.json")
+    out = Path(opts.out or run_dir / "eval.json")
     report = {
         "checkpoint": str(ckpt_path),
         "algo": ckpt["algo"],
@@ -269,54 +378,50 @@ def compose_checkpoint_free(
     `args` are `key=value` overrides; only those of `groups` are used. Raises ConfigError when
     the algorithm learns its weights (it then needs checkpoint=PATH).
     """
-    from hydra import compose, initialize_config_module
-    from omegaconf import OmegaConf
+    from roborl.core.compose import compose_dict
 
     args = _algo_prefix_to_algo(args)
     name = next((a.split("=", 1)[1] for a in args if a.startswith("algo=")), None)
     if not name:
         raise ConfigError(f"roborl {command}: give checkpoint=PATH or algo=NAME.")
     cls = host.registry.get("algorithms", name)
-    if not getattr(cls, "checkpoint_free", False):
+    if not cls.checkpoint_free:
         raise ConfigError(
             f"roborl {command}: algo={name} learns its weights, so it needs "
             "checkpoint=PATH; only algorithms that act without training (e.g. algo=llm) can run "
             "from config alone."
         )
-    overrides = [a for a in args if a.split("=", 1)[0].split(".")[0] in groups]
-    OmegaConf.register_new_resolver("slug", lambda s: str(s).replace("/", "-"), replace=True)
-    with initialize_config_module("roborl.configs", version_base="1.3"):
-        composed = compose(
-            "config", overrides=[*overrides, *_search_path_override(host.config_dirs)]
-        )
-    return OmegaConf.to_container(composed, resolve=False)
+    overrides = [a for a in args if _key_of(a).split(".")[0].split("/")[0] in groups]
+    return compose_dict(host, overrides, command)
 
 
-def _eval_checkpoint_free(args: Sequence[str], opts: dict[str, Any]) -> int:
+def _key_of(arg: str) -> str:
+    return arg.split("=", 1)[0].lstrip("+~")
+
+
+def _eval_checkpoint_free(args: Sequence[str], opts: EvalOptions) -> int:
     """Evaluate an algorithm built from config alone (class attribute `checkpoint_free`)."""
+    from roborl.core.algorithms import build_algorithm
     from roborl.core.checkpoint import atomic_write_json
     from roborl.core.envs import make_env
     from roborl.core.evaluate import evaluate
-    from roborl.core.runner import build_algorithm
 
     host = _host()
-    cfg = compose_checkpoint_free(host, args, ("algo", "env", "robot"), "eval")
-    episodes = int(opts.get("episodes", 10))
-    seed = int(opts.get("seed", 0))
+    cfg = compose_checkpoint_free(host, args, EVAL_SECTIONS, "eval")
+    episodes, seed = opts.episodes, opts.seed
     env = make_env(host.registry, cfg, seed)
     algo = None
     try:
         algo = build_algorithm(
-            host, cfg["algo"], env.observation_space, env.action_space, opts.get("device", "cpu")
+            host, cfg["algo"], env.observation_space, env.action_space, opts.device
         )
         policy = algo.policy()
         result = evaluate(policy.act, env, episodes, seed=seed, reset_policy=policy.reset)
     finally:
         env.close()
-        close = getattr(algo, "close", None)
-        if close is not None:
-            close()
-    out = Path(opts.get("out") or "eval.json")
+        if algo is not None:
+            algo.close()
+    out = Path(opts.out or "eval.json")
     metrics = getattr(policy, "metrics", None)
     report = {
         "checkpoint": None,
@@ -347,6 +452,17 @@ def cmd_plugins(args: list[str]) -> int:
     from roborl.core.hookspecs import HOOKSPEC_VERSION
     from roborl.core.plugins import get_host
 
+    if _wants_help(args):
+        print(
+            "usage: roborl plugins [--check] [--json]\n\n"
+            "List the loaded plugins (entry points of group roborl.plugins) with what each\n"
+            "provides and its config dirs.\n\n"
+            "Keys:\n"
+            "  --check                         validate hooks, names and types; exit 1 on a problem\n"
+            "  --json                          machine-readable listing\n"
+            "  ROBORL_DISABLE_PLUGINS=a,b      (environment) skip plugins by name"
+        )
+        return 0
     as_json = "--json" in args
     check = "--check" in args
     unknown = [a for a in args if a not in ("--json", "--check")]
@@ -404,20 +520,26 @@ BUILTIN_COMMANDS: dict[str, Callable[[list[str]], int]] = {
 }
 
 
+def main_help() -> str:
+    from roborl.core.help import summary_of
+
+    lines = [f"  {name:<12} {text}" for name, text in BUILTIN_SUMMARIES.items()]
+    try:
+        from roborl.core.plugins import get_host
+
+        cmds = get_host().registry.commands
+        lines += [f"  {name:<12} {summary_of(fn)}" for name, fn in sorted(cmds.items())]
+    except RoborlError:
+        pass
+    return USAGE.format(commands="commands:\n" + "\n".join(lines) + "\n")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     os.environ.setdefault("HYDRA_FULL_ERROR", "0")
     try:
         if not args or args[0] in ("-h", "--help", "help"):
-            extra = ""
-            try:
-                from roborl.core.plugins import get_host
-
-                cmds = get_host().registry.commands
-                extra = "".join(f"  {name:<32} (plugin command)\n" for name in sorted(cmds))
-            except RoborlError:
-                pass
-            print(USAGE.format(extra=extra))
+            print(main_help())
             return 0
         command, rest = args[0], args[1:]
         if command in BUILTIN_COMMANDS:

@@ -34,8 +34,17 @@ class RobotError(RoborlError):
 
 def did_you_mean(value: str, choices: Iterable[str]) -> str:
     """A short ' Did you mean X?' hint, or '' when nothing is close."""
-    close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
-    return f" Did you mean {close[0]!r}?" if close else ""
+    choices = [str(c) for c in choices]
+    close = difflib.get_close_matches(str(value), choices, n=1)
+    if close:
+        return f" Did you mean {close[0]!r}?"
+    # `lr` is too short for difflib to match `actor_lr`: offer keys that have it as a word.
+    words = [c for c in choices if str(value) in c.split("_")][:3]
+    if len(words) == 1:
+        return f" Did you mean {words[0]!r}?"
+    if words:
+        return f" Did you mean one of {', '.join(repr(w) for w in words)}?"
+    return ""
 
 
 def unknown_name(kind: str, value: str, choices: Iterable[str], hint: str = "") -> ConfigError:

@@ -15,53 +15,105 @@ statistics to `stats=PATH`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import sys
 import time
-from importlib import resources
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
-import yaml
 
+from roborl.core.compose import register_command_config
+from roborl.core.config import build_config, rng
 from roborl.core.errors import ConfigError, RoborlError, RobotError
+
+T = TypeVar("T")
 
 
 def _event(**fields: Any) -> None:
     print(json.dumps(fields), flush=True)
 
 
-def _parse(argv: list[str], defaults: dict[str, Any]) -> dict[str, Any]:
-    """Hydra-style `key=value` / `a.b=value` overrides (values parsed as YAML)."""
-    from omegaconf import OmegaConf
+@dataclass
+class SimRobotOptions:
+    """`roborl sim-robot` options (the `env` group selects the MuJoCo task)."""
 
-    cfg = OmegaConf.create(defaults)
-    for arg in argv:
-        key, sep, value = arg.partition("=")
-        if not sep:
-            raise ConfigError(f"argument {arg!r} is not key=value (e.g. rate_hz=100).")
-        if key == "robot" and "." not in value:
-            cfg.robot = OmegaConf.create(_load_group("roborl.robots.configs", "robot", value))
-            continue
-        if key == "env" and "." not in value:
-            cfg.env = OmegaConf.create(_load_group("roborl.configs", "env", value))
-            continue
-        OmegaConf.update(cfg, key, yaml.safe_load(value), force_add=True)
-    return OmegaConf.to_container(cfg, resolve=True)
+    rate_hz: float | None = field(
+        default=None, metadata=rng(1e-3, None, "env steps per second (null: real time, 1/env.dt)")
+    )
+    controller: str = field(
+        default="forward_command_controller",
+        metadata={"help": "commands arrive on /<controller>/commands (Float64MultiArray)"},
+    )
+    duration_s: float | None = field(
+        default=None, metadata=rng(0.0, None, "stop after this many seconds (null: Ctrl-C)")
+    )
+    seed: int = field(default=0, metadata=rng(0, None, "env seed"))
+    transport: str = field(
+        default="auto",
+        metadata={"choices": ["auto", "rclpy", "dds"], "help": "auto: rclpy if importable"},
+    )
+    reset_topic: str = field(
+        default="/sim_robot/reset", metadata={"help": "std_msgs/Bool True requests a reset"}
+    )
+    on_terminate: str = field(
+        default="reset",
+        metadata={
+            "choices": ["reset", "hold"],
+            "help": "reset: new episode next tick; hold: freeze until a reset request",
+        },
+    )
 
 
-def _load_group(package: str, group: str, name: str) -> dict[str, Any]:
-    path = resources.files(package) / group / f"{name}.yaml"
-    if not path.is_file():
-        choices = sorted(
-            p.name[:-5]
-            for p in (resources.files(package) / group).iterdir()
-            if p.name.endswith(".yaml")
-        )
-        raise ConfigError(f"unknown {group}={name!r}: accepted are {choices}.")
-    return yaml.safe_load(path.read_text()) or {}
+@dataclass
+class DeployOptions:
+    """`roborl deploy` options (the `robot` group describes the robot; `algo=` is optional)."""
+
+    checkpoint: str | None = field(
+        default=None,
+        metadata={"help": "policy checkpoint (or algo=NAME for a checkpoint-free one)"},
+    )
+    rate_hz: float | None = field(
+        default=None, metadata=rng(1e-3, None, "control rate (null: robot.rate_hz)")
+    )
+    duration_s: float | None = field(
+        default=None, metadata=rng(0.0, None, "stop after this many seconds (null: Ctrl-C)")
+    )
+    stats: str | None = field(
+        default=None, metadata={"help": "write control-loop latency statistics (JSON) here"}
+    )
+    on_watchdog: str = field(
+        default="exit",
+        metadata={
+            "choices": ["exit", "hold"],
+            "help": "exit (code 3) or keep holding when the safety watchdog stops the robot",
+        },
+    )
+
+
+SIM_ROBOT_CONFIG = "roborl_sim_robot"
+DEPLOY_CONFIG = "roborl_deploy"
+register_command_config(SIM_ROBOT_CONFIG, SimRobotOptions, {"env": "inverted_pendulum"})
+register_command_config(DEPLOY_CONFIG, DeployOptions, {"robot": "ros2", "algo": None})
+
+
+def _compose(argv: list[str], cls: type[T], config: str, command: str) -> tuple[T, dict[str, Any]]:
+    """The command's options and its composed config (Hydra's compose, as every subcommand)."""
+    from roborl.core.compose import compose_dict
+    from roborl.core.plugins import get_host
+
+    cfg = compose_dict(get_host(), argv, command, config)
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    return build_config(cls, {k: cfg[k] for k in names}), cfg
+
+
+def _help(usage: str, cls: type, groups: str) -> str:
+    from roborl.core.help import field_lines, section
+
+    return f"{usage}\n\n{section('Keys', field_lines(cls))}\n{groups}"
 
 
 # -- sim-robot ----------------------------------------------------------------------------------
@@ -88,24 +140,20 @@ def sim_robot(argv: list[str]) -> int:
     from roborl.robots import msgs
     from roborl.robots.transport import make_transport
 
-    cfg = _parse(
-        argv,
-        {
-            "env": _load_group("roborl.configs", "env", "inverted_pendulum"),
-            "rate_hz": None,
-            "controller": "forward_command_controller",
-            "duration_s": None,
-            "seed": 0,
-            "transport": "auto",
-            "reset_topic": "/sim_robot/reset",
-            "on_terminate": "reset",
-        },
-    )
-    if cfg["on_terminate"] not in ("reset", "hold"):
-        raise ConfigError(
-            f"on_terminate={cfg['on_terminate']!r}: accepted are reset (start a new episode "
-            "on the next tick) and hold (freeze in the terminal state until a reset request)."
+    if any(a in ("-h", "--help") for a in argv):
+        print(
+            _help(
+                "usage: roborl sim-robot [env=NAME] [key=value ...]\n\n"
+                "Serve a MuJoCo env like a ros2_control robot: JointState on /joint_states,\n"
+                "commands on /<controller>/commands.",
+                SimRobotOptions,
+                "Config group: env=NAME (as in roborl train; default inverted_pendulum), "
+                "env.KEY=VALUE.",
+            )
         )
+        return 0
+    opts, composed = _compose(argv, SimRobotOptions, SIM_ROBOT_CONFIG, "sim-robot")
+    cfg = {**dataclasses.asdict(opts), "env": composed["env"]}
     host = get_host()
     env = make_env(host.registry, {"env": cfg["env"]}, seed=int(cfg["seed"]))
     env.reset(seed=int(cfg["seed"]))
@@ -226,48 +274,51 @@ def deploy(argv: list[str]) -> int:
     `algo=NAME` instead of `checkpoint=` deploys an algorithm that acts without training
     (`algo=llm llm.model=PATH`); its config composes like `roborl eval algo=llm`.
     """
-    from roborl.core.cli import compose_checkpoint_free
+    from roborl.core.algorithms import algorithm_from_checkpoint, build_algorithm
+    from roborl.core.cli import _algo_prefix_to_algo
     from roborl.core.plugins import get_host
-    from roborl.core.runner import algorithm_from_checkpoint, build_algorithm
     from roborl.robots.driver import Ros2Driver
     from roborl.robots.env import RobotEnv
 
-    algo_name = next((a.split("=", 1)[1] for a in argv if a.startswith("algo=")), None)
-    algo_args = [
-        a for a in argv if algo_name and a.split("=", 1)[0].split(".")[0] in ("algo", algo_name)
-    ]
-    argv = [a for a in argv if a not in algo_args]
-    cfg = _parse(
-        argv,
-        {
-            "checkpoint": None,
-            "robot": _load_group("roborl.robots.configs", "robot", "ros2"),
-            "rate_hz": None,
-            "duration_s": None,
-            "stats": None,
-            "on_watchdog": "exit",
-        },
-    )
-    if not cfg["checkpoint"] and not algo_args:
+    if any(a in ("-h", "--help") for a in argv):
+        print(
+            _help(
+                "usage: roborl deploy checkpoint=PATH [robot=ros2] [robot.KEY=VALUE ...] "
+                "[key=value ...]\n"
+                "       roborl deploy algo=NAME [NAME.KEY=VALUE ...] ...   (checkpoint-free)\n\n"
+                "Run a policy on a robot at a fixed rate through the safety layer.",
+                DeployOptions,
+                "Config groups: robot=NAME (default ros2; robot.joints, robot.safety.*, ...), "
+                "algo=NAME.",
+            )
+        )
+        return 0
+    # Composed (and checked) before any DDS traffic starts.
+    opts, cfg = _compose(_algo_prefix_to_algo(argv), DeployOptions, DEPLOY_CONFIG, "deploy")
+    algo_cfg = cfg.get("algo")
+    if not opts.checkpoint and not algo_cfg:
         raise ConfigError(
             "deploy needs checkpoint=PATH (e.g. runs/.../checkpoints/last.pt), or algo=NAME "
             "for an algorithm that acts without training (e.g. algo=llm llm.model=PATH)."
         )
-    if cfg["checkpoint"] and algo_args:
+    if opts.checkpoint and algo_cfg:
         raise ConfigError("deploy takes checkpoint=PATH or algo=NAME, not both.")
-    if cfg["on_watchdog"] not in ("exit", "hold"):
-        raise ConfigError(f"on_watchdog={cfg['on_watchdog']!r}: accepted are exit and hold.")
     robot_cfg = dict(cfg["robot"])
-    if cfg["rate_hz"]:
-        robot_cfg["rate_hz"] = float(cfg["rate_hz"])
+    if opts.rate_hz:
+        robot_cfg["rate_hz"] = float(opts.rate_hz)
     host = get_host()
-    if cfg["checkpoint"]:
-        algo, _ = algorithm_from_checkpoint(host, cfg["checkpoint"])
-    else:  # composed (and checked) before any DDS traffic starts
-        algo_cfg = compose_checkpoint_free(host, algo_args, ("algo",), "deploy")["algo"]
+    if opts.checkpoint:
+        algo, _ = algorithm_from_checkpoint(host, opts.checkpoint)
+    else:
+        name = algo_cfg["name"]
+        if not host.registry.get("algorithms", name).checkpoint_free:
+            raise ConfigError(
+                f"roborl deploy: algo={name} learns its weights, so it needs checkpoint=PATH; "
+                "only algorithms that act without training (e.g. algo=llm) run from config alone."
+            )
     driver = Ros2Driver({**robot_cfg, "node_name": "roborl_deploy"})
     env = RobotEnv(robot_cfg, driver=driver)
-    if not cfg["checkpoint"]:
+    if not opts.checkpoint:
         try:
             algo = build_algorithm(host, algo_cfg, env.observation_space, env.action_space, "cpu")
         except BaseException:
@@ -301,7 +352,7 @@ def deploy(argv: list[str]) -> int:
     code = 0
     reported_estop = False
     t0 = time.monotonic()
-    t_end = t0 + float(cfg["duration_s"]) if cfg["duration_s"] else float("inf")
+    t_end = t0 + float(opts.duration_s) if opts.duration_s else float("inf")
     next_tick = t0
     last_seen = -1
     while not stop[0] and time.monotonic() < t_end:
@@ -339,7 +390,7 @@ def deploy(argv: list[str]) -> int:
             last_seen = driver.received
         if decision.watchdog:
             _event(event="watchdog_stop", cause=decision.cause, t=done - t0)
-            if cfg["on_watchdog"] == "exit":
+            if opts.on_watchdog == "exit":
                 code = 3
                 break
     elapsed = time.monotonic() - t0
@@ -369,14 +420,14 @@ def deploy(argv: list[str]) -> int:
         "elapsed_s": elapsed,
     }
     _event(event="done", exit_code=code, **stats)
-    if cfg["stats"]:
-        tmp = Path(str(cfg["stats"]) + ".tmp")
+    if opts.stats:
+        tmp = Path(str(opts.stats) + ".tmp")
         tmp.write_text(json.dumps(stats, indent=1))
-        tmp.replace(cfg["stats"])
+        tmp.replace(opts.stats)
     return code
 
 
-def _guard(fn: Any) -> Any:
+def _guard(fn: Any, summary: str) -> Any:
     def run(argv: list[str]) -> int:
         try:
             return fn(argv)
@@ -385,8 +436,9 @@ def _guard(fn: Any) -> Any:
             return 2  # transports still open are closed by their atexit hook
 
     run.__doc__ = fn.__doc__
+    run.summary = summary  # type: ignore[attr-defined]  # shown by `roborl --help`
     return run
 
 
-sim_robot_cmd = _guard(sim_robot)
-deploy_cmd = _guard(deploy)
+sim_robot_cmd = _guard(sim_robot, "serve a MuJoCo env as a ros2_control robot over ROS 2")
+deploy_cmd = _guard(deploy, "run a checkpoint's policy on a ROS 2 robot through the safety layer")

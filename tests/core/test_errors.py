@@ -73,3 +73,16 @@ def test_resume_of_a_non_run_directory(cli, tmp_path) -> None:
 def test_unknown_command_and_argument(cli) -> None:
     _assert_clean_error(cli("trian", check=False), "trian", "train")
     _assert_clean_error(cli("eval", "checkpiont=x", check=False), "checkpiont", "checkpoint")
+
+
+@pytest.mark.parametrize("override", ["algo.lr=abc", "+algo.lr=abc"])
+def test_unknown_key_same_clear_error_with_or_without_plus(cli, override: str) -> None:
+    """Without `+`, Hydra used to print its raw "Key 'lr' is not in struct ... use +algo.lr"."""
+    proc = cli("train", *cli.FAST, override, check=False)
+    _assert_clean_error(proc, "unknown config key 'algo.lr'", "actor_lr")
+    assert "not in struct" not in proc.stderr and "+algo.lr" not in proc.stderr, proc.stderr
+
+
+def test_bad_override_syntax_and_unknown_group_option(cli) -> None:
+    _assert_clean_error(cli("train", "env=hopperr", check=False), "hopperr", "hopper")
+    _assert_clean_error(cli("eval", "checkpoint=[x", check=False), "cannot parse", "[x")

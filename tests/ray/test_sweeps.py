@@ -8,7 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from roborl.plugins.ray.sweep import expand_grid, split_top_level
+import pytest
+
+from roborl.core.errors import ConfigError
+from roborl.plugins.ray.sweep import expand_grid, parse_sweep
 
 SMALL = [
     "total_steps=400",
@@ -21,10 +24,24 @@ SMALL = [
 
 
 def test_grid_expansion_keeps_lists_whole() -> None:
-    assert split_top_level("0,1,[2,3]") == ["0", "1", "[2,3]"]
     grid = expand_grid(["seed=0,1", "algo.hidden_sizes=[8,8],[16]"])
     assert len(grid) == 4
     assert ["seed=1", "algo.hidden_sizes=[16]"] in grid
+    assert expand_grid(["x=0,1,[2,3]"]) == [["x=0"], ["x=1"], ["x=[2,3]"]]
+
+
+def test_hydra_sweep_syntax_range_glob_and_interval() -> None:
+    grid = expand_grid(["seed=range(3)", "algo=glob(sb3/*c)", "total_steps=100"])
+    assert ["seed=2", "algo=sb3/sac", "total_steps=100"] in grid
+    assert {p[1] for p in grid} == {"algo=sb3/a2c", "algo=sb3/sac"}
+    assert len(grid) == 6
+    points, sampled = parse_sweep(["seed=0,1", "algo.actor_lr=tag(log,interval(1e-4,1e-2))"])
+    assert points == [["seed=0"], ["seed=1"]]
+    assert sampled == {"algo.actor_lr": (1e-4, 1e-2, True)}
+    with pytest.raises(ConfigError, match="interval"):
+        expand_grid(["algo.actor_lr=interval(0.1,0.2)"])
+    with pytest.raises(ConfigError, match="cannot parse"):
+        expand_grid(["seed=range(0,"])
 
 
 def _summaries(root: Path) -> list[dict]:

@@ -10,6 +10,7 @@ from roborl.plugins.datasets.sources import load_hdf5_source, load_minari_source
 
 
 def _cmd_dataset(argv: list[str]) -> int:
+    """build, inspect and corrupt offline datasets: roborl dataset collect|info|corrupt"""
     from roborl.plugins.datasets.cli import main
 
     return main(argv)

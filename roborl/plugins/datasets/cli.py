@@ -1,4 +1,4 @@
-"""`roborl dataset collect|info|corrupt` with ``key=value`` arguments."""
+"""`roborl dataset collect|info|corrupt` with ``key=value`` arguments (Hydra's grammar)."""
 
 from __future__ import annotations
 
@@ -6,30 +6,84 @@ import json
 import sys
 from typing import Any
 
-import yaml
-
 from roborl.core.datasets import OfflineDataset
 from roborl.core.errors import ConfigError, DatasetError
 
 USAGE = """usage:
-  roborl dataset collect env=ENV out=PATH [quality=random|medium|expert|medium-replay|medium-expert|safe-mixed]
-        [policy=sac|random|CHECKPOINT|ALGO] [steps=N] [train_steps=N] [learning_starts=N]
-        [eval_every=N] [ref_episodes=N] [ref_expert=R] [seed=S] [algo.KEY=VALUE ...]
-        [cost_limits=[5,25]]   (safe-mixed: SAC + SAC-Lagrangian at each budget, safe tasks)
+  roborl dataset collect env=ENV out=PATH [key=value ...]
         (out=*.npz|*.hdf5, or out=minari:DATASET_ID for a Minari dataset)
   roborl dataset info PATH
-  roborl dataset corrupt in=PATH out=PATH field=obs|action|reward|dynamics
-        [kind=random|adversarial] [rate=0.3] [scale=1.0] [seed=0] [attack_steps=2000]
+  roborl dataset corrupt in=PATH out=PATH field=obs|action|reward|dynamics [key=value ...]
 """
 
+# Meanings of the keys; the defaults are read from `collect`'s and `corrupt`'s signatures.
+COLLECT_HELP = {
+    "env": "env config name (hopper, safe_point_goal) or a Gymnasium id (required)",
+    "out": "output: *.npz, *.hdf5 or minari:DATASET_ID (required)",
+    "quality": "random|medium|expert|medium-replay|medium-expert|safe-mixed (D4RL recipe)",
+    "policy": "sac (train one), random, a CHECKPOINT path, or a checkpoint-free ALGO",
+    "steps": "transitions recorded (medium-replay: the training run's, up to medium)",
+    "train_steps": "env steps of the expert's training run",
+    "learning_starts": "random-action steps before the expert's updates",
+    "eval_every": "env steps between snapshots (medium = 1/3 of the way to expert)",
+    "ref_episodes": "episodes for the random/expert reference returns",
+    "seed": "seed of the env, the policy and the recorder",
+    "ref_expert": "expert reference return (null: the trained expert's own return)",
+    "cost_limits": "safe-mixed: SAC-Lagrangian cost budgets (null: [5, 25])",
+    "algo.KEY": "config of the expert's algorithm (roborl train algo=NAME --help)",
+}
+CORRUPT_HELP = {
+    "in": "input dataset (required)",
+    "out": "output path (required)",
+    "field": "obs|action|reward|dynamics (dynamics = next observations) (required)",
+    "kind": "random or adversarial (RIQL protocol)",
+    "rate": "fraction of transitions corrupted",
+    "scale": "corruption size, in units of the field's std",
+    "seed": "seed of the corruption",
+    "attack_steps": "adversarial: gradient steps of the attack's critic",
+}
 
-def _parse(argv: list[str]) -> dict[str, Any]:
+
+def _signature_lines(fn: Any, helps: dict[str, str], skip: tuple[str, ...]) -> list[str]:
+    import inspect
+
+    from roborl.core.help import key_line
+
+    params = inspect.signature(fn).parameters
+    lines = []
+    for key, text in helps.items():
+        param = params.get(key)
+        required = param is None or param.default is inspect.Parameter.empty
+        default = "REQUIRED" if required else param.default
+        if key not in skip:
+            lines.append(key_line(key, "VALUE" if key == "algo.KEY" else default, text))
+    return lines
+
+
+def help_text() -> str:
+    from roborl.core.help import section
+    from roborl.plugins.datasets.collect import collect
+    from roborl.plugins.datasets.corruption import corrupt
+
+    return (
+        USAGE
+        + "\n"
+        + section("collect keys", _signature_lines(collect, COLLECT_HELP, ()))
+        + "\n"
+        + section("corrupt keys", _signature_lines(corrupt, CORRUPT_HELP, ()))
+    )
+
+
+def _parse(argv: list[str], command: str) -> dict[str, Any]:
+    """`key=value` arguments in Hydra's override grammar (the one all subcommands share)."""
+    from roborl.core.compose import override_key, override_value, parse_overrides
+
     out: dict[str, Any] = {}
-    for arg in argv:
-        if "=" not in arg:
-            raise ConfigError(f"argument {arg!r} is not key=value.\n{USAGE}")
-        k, v = arg.split("=", 1)
-        out[k] = yaml.safe_load(v) if v else None
+    for ov in parse_overrides(argv, f"dataset {command}"):
+        if ov.is_sweep_override() or ov.is_delete():
+            raise ConfigError(f"`roborl dataset {command}`: {ov.input_line!r} needs one value.")
+        value = override_value(ov)
+        out[override_key(ov)] = None if value == "" else value
     return out
 
 
@@ -57,8 +111,9 @@ def save_any(ds: OfflineDataset, out: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] in ("-h", "--help"):
-        print(USAGE)
+    """build, inspect and corrupt offline datasets: roborl dataset collect|info|corrupt"""
+    if not argv or any(a in ("-h", "--help") for a in argv):
+        print(help_text())
         return 0 if argv else 2
     cmd, rest = argv[0], argv[1:]
     if cmd == "info":
@@ -67,7 +122,7 @@ def main(argv: list[str]) -> int:
         info = load_any(rest[0]).info()
         print(json.dumps(info, indent=2, default=str))
         return 0
-    args = _parse(rest)
+    args = _parse(rest, cmd)
     if cmd == "collect":
         from roborl.plugins.datasets.collect import collect
 

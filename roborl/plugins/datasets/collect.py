@@ -39,31 +39,14 @@ from roborl.core.spaces import space_to_dict
 QUALITIES = ("random", "medium", "expert", "medium-replay", "medium-expert", "safe-mixed")
 
 
-def _config_roots() -> list[Path]:
-    """roborl's own config dir, then every installed plugin's (`roborl_config_dirs`)."""
-    import importlib.util
-
-    import roborl
-
-    roots = [Path(roborl.__file__).parent / "configs"]
-    for entry in get_host().config_dirs:
-        if entry.startswith("pkg://"):
-            spec = importlib.util.find_spec(entry[len("pkg://") :])
-            if spec is not None and spec.submodule_search_locations:
-                roots.extend(Path(p) for p in spec.submodule_search_locations)
-        else:
-            roots.append(Path(entry))
-    return roots
-
-
 def env_config(env: str) -> dict[str, Any]:
-    """`hopper` or `safe_point_goal` (a config name) or `Hopper-v5` (an id) -> the `env` group."""
-    import yaml
+    """`hopper` or `safe_point_goal` (an env config, roborl's or a plugin's) or `Hopper-v5`
+    (a Gymnasium id) -> the `env` section, composed as `roborl train env=...` composes it."""
+    from roborl.core.compose import compose_dict, group_options
 
-    for root in _config_roots():
-        yaml_path = root / "env" / f"{env}.yaml"
-        if yaml_path.is_file():
-            return dict(yaml.safe_load(yaml_path.read_text()))
+    host = get_host()
+    if env in group_options(host, "env"):
+        return dict(compose_dict(host, [f"env={env}"], "dataset collect")["env"])
     return {"id": env}
 
 

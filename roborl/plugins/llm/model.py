@@ -72,8 +72,18 @@ def prepare_model(out: str | Path | None = None) -> Path:
 
 
 def cli(argv: Sequence[str]) -> int:
-    """roborl llm prepare-model [out=DIR]"""
+    """write a small real LLM (SmolLM2-135M) for algo=llm: roborl llm prepare-model [out=DIR]"""
     args = list(argv)
+    if any(a in ("-h", "--help") for a in args):
+        print(
+            "usage: roborl llm prepare-model [out=DIR]\n\n"
+            "Convert the packaged SmolLM2-135M-Instruct GGUF to a Hugging Face folder that\n"
+            "algo=llm llm.model=DIR loads (vllm or transformers backend).\n\n"
+            "Keys:\n"
+            f"  out={default_model_dir()}\n"
+            "                                  folder to write (kept if already complete)"
+        )
+        return 0
     if not args or args[0] != "prepare-model":
         print("usage: roborl llm prepare-model [out=DIR]", file=sys.stderr)
         return 2

@@ -27,6 +27,7 @@ def _ray_collector(ctx: TrainContext) -> Collector:
 
 
 def _cmd_tune(argv: list[str]) -> int:
+    """sweep `roborl train` runs as Ray Tune trials (a,b / range() / glob() / interval())"""
     from roborl.plugins.ray.sweep import main
 
     return main(argv)

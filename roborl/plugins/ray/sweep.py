@@ -3,9 +3,10 @@
 Each grid point is one Tune trial that runs `roborl train OVERRIDES` in its own process, so
 the run is exactly the one `roborl train` would make (Hydra composition, plugins, run
 directory), only scheduled by Ray Tune onto whichever node of the cluster has the resources
-(`--cpus-per-trial`, `--gpus-per-trial`). Comma lists sweep as in `roborl train -m`:
-``seed=0,1,2 algo.lr=3e-4,1e-3`` is a 6-trial grid; brackets keep a list whole
-(``algo.hidden_sizes=[64,64]``). Run directories go under `--out` (on a real cluster: a path
+(`--cpus-per-trial`, `--gpus-per-trial`). Overrides use Hydra's sweep grammar, parsed by
+Hydra's own parser as in `roborl train -m`: ``seed=0,1,2 algo.actor_lr=3e-4,1e-3`` is a
+6-trial grid, ``seed=range(5)`` and ``algo=glob(sb3/*)`` expand too, brackets keep a list
+whole (``algo.hidden_sizes=[64,64]``), and ``interval(lo, hi)`` becomes a Ray Tune sampler. Run directories go under `--out` (on a real cluster: a path
 every node shares), one per trial, and `roborl report --out ...` reads them directly.
 """
 
@@ -24,36 +25,59 @@ from typing import Any
 from roborl.core.errors import ConfigError
 
 
-def split_top_level(value: str) -> list[str]:
-    """Split `a,b,[c,d]` on commas outside brackets/quotes: ['a', 'b', '[c,d]']."""
-    parts, depth, quote, cur = [], 0, "", []
-    for ch in value:
-        if quote:
-            quote = "" if ch == quote else quote
-        elif ch in "'\"":
-            quote = ch
-        elif ch in "[{(":
-            depth += 1
-        elif ch in "]})":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-            continue
-        cur.append(ch)
-    parts.append("".join(cur))
-    return parts
+def _group_options(key: str) -> list[str]:
+    """Options a `glob()` over config group `key` may match (YAML presets and algorithms)."""
+    from roborl.core.compose import group_options
+    from roborl.core.plugins import get_host
+
+    host = get_host()
+    options = set(group_options(host, key))
+    if key == "algo":
+        options |= set(host.registry.algorithms)
+    return sorted(options)
+
+
+def parse_sweep(
+    overrides: list[str],
+) -> tuple[list[list[str]], dict[str, tuple[float, float, bool]]]:
+    """Hydra sweep syntax -> (grid points, sampled keys).
+
+    Comma lists, `choice()`, `range()` and `glob()` expand to a cartesian grid, each point a
+    list of `key=value`; `interval(lo, hi)` (with `tag(log, ...)` for a log scale) is sampled
+    by Ray Tune, `--num-samples` times per grid point: `{key: (lo, hi, log)}`.
+    """
+    from hydra.core.override_parser.types import Glob
+
+    from roborl.core.compose import override_key, parse_overrides
+
+    axes: list[list[str]] = []
+    sampled: dict[str, tuple[float, float, bool]] = {}
+    for arg, ov in zip(overrides, parse_overrides(overrides, "tune"), strict=True):
+        prefix = arg.split("=", 1)[0]
+        if not ov.is_sweep_override():
+            axes.append([arg])
+        elif ov.is_interval_sweep():
+            value = ov.value()
+            sampled[prefix] = (float(value.start), float(value.end), "log" in value.tags)
+        elif isinstance(ov.value(), Glob):
+            options = ov.value().filter(_group_options(override_key(ov)))
+            if not options:
+                raise ConfigError(f"roborl tune: {arg!r} matches no {override_key(ov)} option.")
+            axes.append([f"{prefix}={o}" for o in options])
+        else:
+            axes.append([f"{prefix}={v}" for v in ov.sweep_string_iterator()])
+    return [list(p) for p in itertools.product(*axes)] or [[]], sampled
 
 
 def expand_grid(overrides: list[str]) -> list[list[str]]:
-    """The cartesian product of comma-list overrides, each point a list of `key=value`."""
-    axes = []
-    for ov in overrides:
-        if "=" not in ov:
-            raise ConfigError(f"roborl tune: expected key=value, got {ov!r}.")
-        key, value = ov.split("=", 1)
-        axes.append([f"{key}={v}" for v in split_top_level(value)])
-    return [list(p) for p in itertools.product(*axes)] or [[]]
+    """The grid points of `overrides`; `interval()` is refused here (it needs a sampler)."""
+    points, sampled = parse_sweep(overrides)
+    if sampled:
+        raise ConfigError(
+            f"roborl tune: {', '.join(sampled)} use interval(), which Ray Tune samples; "
+            "run it through `roborl tune` (with --num-samples), not as a grid."
+        )
+    return points
 
 
 def _slug(point: list[str]) -> str:
@@ -64,8 +88,9 @@ def _trial(config: dict[str, Any]) -> None:
     from ray import tune
 
     point = config["point"]
-    run_dir = Path(point["run_dir"])
-    cmd = [sys.executable, "-m", "roborl.core.cli", "train", *point["overrides"]]
+    sampled = [f"{k}={v!r}" for k, v in sorted((config.get("sampled") or {}).items())]
+    run_dir = Path(point["run_dir"] + (f"_{_slug(sampled)}" if sampled else ""))
+    cmd = [sys.executable, "-m", "roborl.core.cli", "train", *point["overrides"], *sampled]
     cmd += [f"hydra.run.dir={run_dir}", "progress=false"]
     env = {**os.environ, "RAY_ADDRESS": ""}  # a nested distributed=ray run starts its own
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -89,14 +114,21 @@ def run_sweep(
     cpus_per_trial: float = 1.0,
     gpus_per_trial: float = 0.0,
     max_concurrent: int = 0,
+    num_samples: int = 1,
 ) -> list[dict[str, Any]]:
-    """Run the grid on Ray Tune; returns one result dict per trial (in grid order)."""
+    """Run the sweep on Ray Tune; returns one result dict per trial (in grid order)."""
     import ray
     from ray import tune
 
+    from roborl.core.compose import compose
+    from roborl.core.plugins import get_host
+
     out = Path(out).resolve()
+    points, sampled = parse_sweep(overrides)
+    # A typo fails here, once, with roborl's error, not in every trial.
+    first = [f"{k}={lo}" for k, (lo, _hi, _log) in sampled.items()]
+    compose(get_host(), [*points[0], *first], "tune")
     out.mkdir(parents=True, exist_ok=True)
-    points = expand_grid(overrides)
     started = False
     if not ray.is_initialized():
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -111,8 +143,17 @@ def run_sweep(
         ]
         tuner = tune.Tuner(
             tune.with_resources(_trial, {"cpu": cpus_per_trial, "gpu": gpus_per_trial}),
-            param_space={"point": tune.grid_search(space)},
-            tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent or None),
+            param_space={
+                "point": tune.grid_search(space),
+                "sampled": {
+                    k: (tune.loguniform(lo, hi) if log else tune.uniform(lo, hi))
+                    for k, (lo, hi, log) in sampled.items()
+                },
+            },
+            tune_config=tune.TuneConfig(
+                max_concurrent_trials=max_concurrent or None,
+                num_samples=num_samples if sampled else 1,
+            ),
             run_config=tune.RunConfig(
                 name="roborl_tune", storage_path=str(out / "_tune"), verbose=0
             ),
@@ -123,20 +164,34 @@ def run_sweep(
         if started:
             ray.shutdown()
     order = {s["run_dir"]: i for i, s in enumerate(space)}
-    return sorted(results, key=lambda r: order.get(r.get("run_dir", ""), 1 << 30))
+
+    def rank(result: dict[str, Any]) -> tuple[int, str]:
+        run_dir = str(result.get("run_dir", ""))
+        base = next((d for d in order if run_dir == d or run_dir.startswith(d + "_")), "")
+        return order.get(base, 1 << 30), run_dir
+
+    return sorted(results, key=rank)
 
 
 def main(argv: list[str]) -> int:
+    """sweep `roborl train` runs as Ray Tune trials (a,b / range() / glob() / interval())"""
     parser = argparse.ArgumentParser(
         prog="roborl tune",
-        description="Grid sweep of `roborl train` runs as Ray Tune trials (local or cluster).",
+        description="Sweep of `roborl train` runs as Ray Tune trials (local or cluster). "
+        "Overrides take every `roborl train` key (roborl train --help lists them) in Hydra's "
+        "sweep syntax: seed=0,1,2, seed=range(5), algo=glob(sb3/*), choice(a,b), and "
+        "algo.actor_lr=interval(1e-4,1e-3) or tag(log,interval(1e-4,1e-3)), sampled by Ray "
+        "Tune --num-samples times per grid point.",
     )
-    parser.add_argument("overrides", nargs="*", help="Hydra overrides; a,b,c sweeps")
+    parser.add_argument("overrides", nargs="*", help="roborl train overrides, e.g. seed=0,1,2")
     parser.add_argument("--out", default="runs/tune", help="folder for the run directories")
     parser.add_argument("--address", default=None, help="Ray cluster: auto or ray://HOST:10001")
     parser.add_argument("--cpus-per-trial", type=float, default=1.0)
     parser.add_argument("--gpus-per-trial", type=float, default=0.0)
     parser.add_argument("--max-concurrent", type=int, default=0, help="0: as resources allow")
+    parser.add_argument(
+        "--num-samples", type=int, default=1, help="samples per grid point of interval() keys"
+    )
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
@@ -148,6 +203,7 @@ def main(argv: list[str]) -> int:
         args.cpus_per_trial,
         args.gpus_per_trial,
         args.max_concurrent,
+        args.num_samples,
     )
     failed = [r for r in results if r.get("returncode") != 0]
     for r in results:

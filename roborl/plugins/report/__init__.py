@@ -9,6 +9,7 @@ from roborl.core.hookspecs import hookimpl
 
 
 def _cmd_report(argv: list[str]) -> int:
+    """aggregate run directories across seeds and methods: IQM, CIs, profiles, curves"""
     from roborl.plugins.report.cli import main
 
     return main(argv)
