@@ -101,10 +101,33 @@ def _host(args: Sequence[str] = (), disable: Sequence[str] = ()) -> Any:
 # -- train -----------------------------------------------------------------------------------
 
 BUDGETS = """\
-Budgets: total_steps counts env steps (SAC, DSAC-T, SAC-Lagrangian, SB3, VLA-RL rollouts),
+Budgets: total_steps counts env steps (SAC, DSAC-T, SAC-Lagrangian, SB3),
 total_updates counts gradient updates of offline methods (IQL, RIQL, BC, FISOR); an
 offline-to-online method (WSRL) pre-trains for algo.pretrain_steps updates, then runs
 total_steps online env steps. eval_every/checkpoint_every/log_every use the same clock."""
+
+
+LOOP_BUDGETS = {
+    "offpolicy": "runs total_steps env steps (utd_ratio updates per env step after "
+    "learning_starts)",
+    "offline": "trains for total_updates gradient updates on dataset=PATH; total_steps is "
+    "not used, and eval_every/checkpoint_every/log_every count updates",
+    "own": "runs total_steps env steps inside the library's own training loop",
+}
+
+
+def _budget_line(name: str, loop: str) -> str:
+    if name.startswith("wsrl"):
+        return (
+            f"algo={name} pre-trains for algo.pretrain_steps gradient updates (offline), then runs "
+            "total_steps online env steps; both are logged under their own names."
+        )
+    text = LOOP_BUDGETS.get(
+        loop,
+        f"drives its own loop ({loop}): its budget is among the algo.* keys below "
+        "(where it counts env steps, total_steps is the name)",
+    )
+    return f"algo={name} {text}."
 
 
 def train_help(host: Any, args: Sequence[str]) -> str:
@@ -132,6 +155,7 @@ def train_help(host: Any, args: Sequence[str]) -> str:
         "",
         section("Run keys (top level; RunConfig)", field_lines(RunConfig, values=run_values)),
         BUDGETS,
+        _budget_line(name, str(loop)),
         "",
         section(
             f"algo={name} keys ({doc or cls.__name__}; loop: {loop}; algo=NAME shows another's)",
