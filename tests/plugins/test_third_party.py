@@ -46,7 +46,11 @@ def test_example_plugin_runs_like_a_builtin(example_installed, tmp_path: Path) -
     listing = json.loads(roborl("plugins", "--json", cwd=tmp_path).stdout)
     example = next(p for p in listing if p["name"] == "example")
     assert example["distribution"] == "roborl-example-plugin" and example["error"] is None
-    assert example["provides"] == {"algorithms": ["example_td3"], "envs": ["ExamplePointReach-v0"]}
+    assert example["provides"] == {
+        "algorithms": ["example_td3"],
+        "envs": ["ExamplePointReach-v0"],
+        "collectors": ["example_episodes"],
+    }
 
     roborl(
         "train", "algo=example_td3", "env=example_point_reach", "total_steps=1500",

@@ -23,5 +23,12 @@ def roborl_envs() -> dict:
 
 
 @hookimpl
+def roborl_collectors() -> dict:
+    from roborl_example.collector import EpisodeCollector
+
+    return {"example_episodes": EpisodeCollector}
+
+
+@hookimpl
 def roborl_config_dirs() -> list[str]:
     return ["pkg://roborl_example.configs"]
