@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import logging
 import time
 import types
 from collections.abc import Callable, Mapping
@@ -50,6 +51,10 @@ from roborl.core.spaces import space_to_dict
 if TYPE_CHECKING:
     from roborl.core.loops.collectors import Collector
     from roborl.core.plugins import PluginHost
+
+log = logging.getLogger("roborl.run")
+"""The run's event lines (evaluations, checkpoints, start and end); `roborl train` writes
+them to <run_dir>/cli.log through Hydra's job logging."""
 
 Clock = Literal["steps", "updates"]
 Scheduled = Literal["eval", "checkpoint", "log"]
@@ -115,6 +120,7 @@ class TrainContext:
         self._total = run.total_steps
         self._next: dict[str, int] = {}
         self._last_eval: dict[str, Any] | None = None
+        self._last_checkpoint: tuple[int, int, str] | None = None
         self._best_eval_return: float | None = None
         self._extra: dict[str, Any] = {}
         self._np_rng = np.random.default_rng(run.seed)
@@ -377,6 +383,10 @@ class TrainContext:
         if self._best_eval_return is None or ret > self._best_eval_return:
             self._best_eval_return = ret
         self.log(eval_metrics(result))
+        log.info(
+            "eval at step %d, update %d: return %.2f +- %.2f over %d episodes",
+            self._step, self._updates, ret, result["return_std"], n,
+        )  # fmt: skip
         if self._progress is not None:
             self._progress.set_postfix_str(f"eval_return={ret:.1f}", refresh=False)
         return result
@@ -429,6 +439,8 @@ class TrainContext:
             payload["buffer"] = buffer.state_dict()
         path = self._run_dir / "checkpoints" / name
         save_checkpoint(path, payload)
+        self._last_checkpoint = (self._step, self._updates, name)
+        log.info("checkpoint %s at step %d, update %d", path, self._step, self._updates)
         self._host.pm.hook.roborl_checkpoint(path=str(path), step=self._step)
         return path
 
@@ -476,12 +488,13 @@ class TrainContext:
         return True
 
     def finish(self, algo: Algorithm, buffer: ReplayBuffer | None = None) -> None:
-        """The end of a phase: evaluate unless the last evaluation was at this very point,
-        then checkpoint, so a final eval is never written twice."""
+        """The end of a phase: evaluate and write last.pt, each unless the schedule already
+        did at this very point, so neither is written twice."""
         last = self._last_eval
         if last is None or (last.get("step"), last.get("updates")) != (self._step, self._updates):
             self.evaluate(algo)
-        self.checkpoint(algo, buffer)
+        if self._last_checkpoint != (self._step, self._updates, "last.pt"):
+            self.checkpoint(algo, buffer)
 
     # -- runner-only lifecycle (roborl.core.runner) ----------------------------------------------
 

@@ -11,6 +11,7 @@ schedule and the counters (`roborl.core.context`) and the config/algorithm resol
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 import sys
 from collections.abc import Mapping
@@ -38,6 +39,7 @@ from roborl.core.interfaces import Algorithm
 from roborl.core.plugins import PluginHost
 from roborl.core.run_dir import CONFIG_FILE, git_sha, plot_learning_curve, versions, write_summary
 
+log = logging.getLogger("roborl.run")
 __all__ = [
     "RUN_KEYS",
     "SECTION_KEYS",
@@ -133,6 +135,10 @@ class Runner:
         if ckpt is None:
             (self.run_dir / CONFIG_FILE).write_text(OmegaConf.to_yaml(OmegaConf.create(self.cfg)))
         ctx._open()
+        log.info(
+            "%s run of algo=%s (loop %s) in %s",
+            "resumed" if ckpt else "new", self.algo_cls.name, self.algo_cls.loop, self.run_dir,
+        )  # fmt: skip
         self.host.pm.hook.roborl_run_start(run_dir=str(self.run_dir), config=self.cfg)
         previous = _install_signal_handlers()
         try:
@@ -187,6 +193,10 @@ class Runner:
                 if key in last:
                     summary[f"final_eval_{key}"] = last[key]
         write_summary(self.run_dir, summary)
+        log.info(
+            "run %s: %d env steps, %d updates, final eval return %s",
+            self.status, ctx.step, ctx.updates, summary["final_eval_return"],
+        )  # fmt: skip
         with contextlib.suppress(Exception):
             plot_learning_curve(
                 self.run_dir, f"{summary['algo']} on {summary['env']} (seed {self.run.seed})"
