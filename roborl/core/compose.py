@@ -262,8 +262,9 @@ def _explain(
     if match:
         group, option = match.group(1), match.group(2)
         choices = group_options(host, group)
-        if group == "algo":
+        if group == "algo":  # worded as the registry words it (`algo.name=` typos)
             choices = sorted({*choices, *host.registry.algorithms})
+            return unknown_name("algorithm", option, choices)
         return unknown_name(f"{group} config", option, choices)
     first = message.strip().splitlines()[0] if message.strip() else type(exc).__name__
     return ConfigError(f"roborl {command}: {first}")
