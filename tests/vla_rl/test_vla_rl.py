@@ -23,11 +23,38 @@ def test_action_tokens_round_trip_within_one_bin() -> None:
     tokens = tok.encode(actions)
     assert tokens.min() >= 300 - N_BINS and tokens.max() < 300
     inside = np.all((actions >= tok.q01) & (actions <= tok.q99), axis=1)
-    width = (tok.q99 - tok.q01) / N_BINS  # one bin, in action units
+    width = (tok.q99 - tok.q01) / (N_BINS - 1)  # one of the 255 bins, in action units
     err = np.abs(tok.decode(tokens) - actions)[inside]
     assert np.all(err <= width + 1e-9)
-    # Outside the 1st/99th percentiles actions saturate at the edge bins (OpenVLA's clipping).
-    assert tok.encode(np.array([[100.0, 100.0, 100.0]])).tolist() == [[299, 299, 299]]
+    # Outside the 1st/99th percentiles actions saturate; larger actions take LOWER ids.
+    assert tok.encode(np.array([[100.0, 100.0, 100.0]])).tolist() == [[44, 44, 44]]
+    assert tok.encode(np.array([[-100.0, -100.0, -100.0]])).tolist() == [[299, 299, 299]]
+
+
+def test_action_tokens_match_openvlas_published_formula() -> None:
+    """OpenVLA (prismatic/vla/action_tokenizer.py): 256 edges linspace(-1, 1, 256), 255
+    centres, token = vocab_size - digitize(clip(x, -1, 1), edges); decode = centre of
+    clip(vocab_size - token - 1, 0, 254). Values computed here from that formula directly."""
+    vocab = 32000  # Llama-2's vocabulary, as in OpenVLA-7B
+    q01, q99 = np.array([-0.5, 0.0]), np.array([1.5, 2.0])
+    tok = ActionTokenizer(q01, q99, vocab)
+    rng = np.random.default_rng(1)
+    raw = rng.uniform(-1.0, 2.5, size=(2000, 2))
+    edges = np.linspace(-1, 1, 256)
+    special = np.array([[-1.0, 1.0], [0.0, 0.0], [1.0, -1.0]])  # normalised: edges and middle
+    raw = np.concatenate([raw, (special + 1) / 2 * (q99 - q01 + 1e-8) + q01])
+    normed = np.clip(2 * (raw - q01) / (q99 - q01 + 1e-8) - 1, -1, 1)
+    expected_tokens = vocab - np.digitize(normed, edges)
+    np.testing.assert_array_equal(tok.encode(raw), expected_tokens)
+    centres = (edges[:-1] + edges[1:]) / 2
+    assert len(centres) == 255
+    expected = centres[np.clip(vocab - expected_tokens - 1, 0, 254)]
+    unnormed = 0.5 * (expected + 1) * (q99 - q01) + q01
+    np.testing.assert_allclose(tok.decode(expected_tokens), unnormed)
+    # Larger actions -> lower ids; the clipped extremes hit the first and last ids.
+    assert tok.encode(np.array([[1.6, 2.1]])).tolist() == [[vocab - 256, vocab - 256]]
+    assert tok.encode(np.array([[-0.5, 0.0]])).tolist() == [[vocab - 1, vocab - 1]]
+    assert np.all(np.diff(tok.encode(np.linspace(-0.5, 1.5, 500)[:, None])[:, 0]) <= 0)
 
 
 def test_prompt_format_is_openvla() -> None:
@@ -144,19 +171,67 @@ def test_two_iteration_run_end_to_end(tmp_path) -> None:
     assert ckpt["state"]["iteration"] == 2
 
 
-def test_openvla_loader_names_what_is_missing(tmp_path) -> None:
-    from roborl.core.errors import CheckpointError
-    from roborl.plugins.vla_rl.openvla import check_openvla_folder
+def _tiny_model() -> tuple[TinyVLA, torch.Tensor, torch.Tensor]:
+    torch.manual_seed(0)
+    model = TinyVLA(vocab_size=20 + N_BINS, action_dim=2, hidden=32, layers=1, heads=2)
+    images = torch.randint(0, 255, (4, 64, 64, 3), dtype=torch.uint8)
+    prompts = torch.tensor([[0, 1, 5, 6], [1, 7, 8, 9], [0, 0, 1, 5], [1, 5, 5, 6]])
+    return model, images, prompts
 
-    with pytest.raises(CheckpointError, match="does not exist"):
-        check_openvla_folder(tmp_path / "nope")
-    with pytest.raises(CheckpointError, match=r"no config\.json"):
-        check_openvla_folder(tmp_path)
-    (tmp_path / "config.json").write_text('{"model_type": "llama"}')
-    with pytest.raises(CheckpointError, match="auto_map"):
-        check_openvla_folder(tmp_path)
-    (tmp_path / "config.json").write_text('{"auto_map": {"AutoModelForVision2Seq": "x.Y"}}')
-    with pytest.raises(CheckpointError, match="no weight files"):
-        check_openvla_folder(tmp_path)
-    (tmp_path / "model.safetensors").write_bytes(b"")
-    assert check_openvla_folder(tmp_path) == tmp_path
+
+@pytest.mark.parametrize("temperature", [0.5, 2.0])
+def test_log_probs_are_of_the_tempered_sampling_distribution(temperature: float) -> None:
+    """Issue 17 item 4: tokens are sampled from softmax(logits / T), so the stored log-prob
+    and the trainer's recomputed one must both be log softmax(logits / T); with untempered
+    log-probs PPO's ratio compares the wrong distributions whenever T != 1."""
+    model, images, prompts = _tiny_model()
+    gen = torch.Generator().manual_seed(0)
+    tokens, logp_decode = model.generate(images, prompts, temperature, generator=gen)
+    with torch.no_grad():
+        logits = model.action_logits(images, prompts, tokens)  # (B, D, 256), untempered
+    bins = tokens - model.first_action_token
+    tempered = torch.log_softmax(logits / temperature, -1).gather(-1, bins[..., None])
+    torch.testing.assert_close(logp_decode, tempered.squeeze(-1).sum(-1), atol=1e-4, rtol=1e-4)
+    with torch.no_grad():
+        logp_train, _ = model.action_log_prob(images, prompts, tokens, temperature)
+    torch.testing.assert_close(logp_train, logp_decode, atol=1e-4, rtol=1e-4)
+    untempered = torch.log_softmax(logits, -1).gather(-1, bins[..., None]).squeeze(-1).sum(-1)
+    assert (untempered - logp_decode).abs().max() > 1e-2  # the two really differ here
+
+
+def _vla(seed: int):
+    import gymnasium as gym
+
+    from roborl.plugins.vla_rl.algorithm import VLARL, VLARLConfig
+
+    obs_space = gym.spaces.Dict(
+        {
+            "image": gym.spaces.Box(0, 255, (64, 64, 3), np.uint8),
+            "task": gym.spaces.Discrete(2),
+        }
+    )
+    act_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    algo = VLARL(obs_space, act_space, VLARLConfig(hidden_size=16, layers=1, heads=2))
+    algo.setup(["reach the red block", "push the cube"], {"q01": [-1, -1], "q99": [1, 1]}, seed)
+    return algo
+
+
+def test_initial_networks_follow_the_runs_seed() -> None:
+    """Issue 17 item 4: setup() seeded torch with 0, so every seed started from the same
+    networks and seed-to-seed spread (the CIs) came out too narrow."""
+    first = _vla(0).policy_model.state_dict()
+    same = _vla(0).policy_model.state_dict()
+    other = _vla(1).policy_model.state_dict()
+    name = next(k for k in first if k.endswith("weight"))
+    torch.testing.assert_close(first[name], same[name])
+    assert not torch.equal(first[name], other[name])
+
+
+def test_checkpoint_with_the_old_action_tokens_is_a_clear_error() -> None:
+    from roborl.core.errors import CheckpointError
+
+    state = _vla(0).state_dict()
+    _vla(0).load_state_dict(state)  # this version's checkpoints load
+    del state["action_tokens"]
+    with pytest.raises(CheckpointError, match="OpenVLA's action tokens"):
+        _vla(0).load_state_dict(state)

@@ -6,8 +6,12 @@ Reinforcement Learning", arXiv 2505.18719 (2025), and its official code (Guanxin
 
 - start from a supervised VLA (the paper fine-tunes OpenVLA-7B on demos; here: behaviour
   cloning of a small VLA on scripted demos, `sft_*`);
-- rollouts with batched decoding across vectorised envs at temperature 1.0; an action's
-  log-prob is the sum of its token log-probs, recomputed by the trainer (`TinyVLA.action_log_prob`);
+- rollouts with batched decoding across vectorised envs at temperature 1.0 (`temperature`);
+  an action's log-prob is the sum of its token log-probs under softmax(logits / T), both when
+  stored at rollout time and when recomputed by the trainer (`TinyVLA.action_log_prob`), so
+  PPO's ratio compares the distribution the actions were sampled from;
+- actions are OpenVLA's tokens exactly (`tokenizer.ActionTokenizer`: 255 bins, larger actions
+  on lower ids);
 - PPO per env step: GAE gamma 0.99, lambda 0.95, ratio clip 0.2, value clipping, no KL
   penalty, no advantage normalisation (`norm_adv False`), 1 epoch, grad-norm clip 1.0;
 - a separate critic of the same architecture initialised from the SFT policy
@@ -25,7 +29,8 @@ rollouts decoded with torch in-process rather than a vLLM engine on a separate G
 weight sync is a `load_state_dict` into the rollout copy), the RPRM is a small CNN
 classifier over (image, task, action) instead of a fine-tuned VLM, its milestones come from
 the task's progress signal (distance-to-goal thresholds) rather than gripper keyframes, and
-its reward is centred (p - 0.5) so that dense reward cannot pay for never finishing.
+its reward is centred (p - 0.5) so that dense reward cannot pay for never finishing. The
+initial weights are drawn from the run's seed.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ import torch
 from torch import nn
 
 from roborl.core.config import rng
-from roborl.core.errors import ConfigError
+from roborl.core.errors import CheckpointError, ConfigError
 from roborl.core.interfaces import Algorithm, Batch, Policy
 from roborl.plugins.vla_rl.curriculum import SuccessCurriculum
 from roborl.plugins.vla_rl.model import ProcessRewardModel, TinyVLA
@@ -50,6 +55,9 @@ from roborl.plugins.vla_rl.tokenizer import PAD, ActionTokenizer, WordTokenizer
 
 if TYPE_CHECKING:
     from roborl.core.context import TrainContext
+
+# The action-token scheme of the checkpoints this version writes (OpenVLA's exact binning).
+ACTION_TOKENS = "openvla-255"
 
 
 @dataclass
@@ -134,7 +142,11 @@ class VLARL(Algorithm):
 
     # -- building ----------------------------------------------------------------------------
 
-    def setup(self, instructions: list[str], action_stats: Mapping[str, list[float]]) -> None:
+    def setup(
+        self, instructions: list[str], action_stats: Mapping[str, list[float]], seed: int
+    ) -> None:
+        """Tokenizers and networks; `seed` (the run's) draws the initial weights, so runs with
+        different seeds start from different networks."""
         cfg = self.config
         self.instructions = list(instructions)
         self.tokenizer = WordTokenizer.for_instructions(self.instructions)
@@ -142,7 +154,7 @@ class VLARL(Algorithm):
             action_stats["q01"], action_stats["q99"], self.tokenizer.vocab_size
         )
         self.prompts = self._encode_prompts()
-        torch.manual_seed(0)
+        torch.manual_seed(seed)
         self.policy_model = TinyVLA(
             self.tokenizer.vocab_size, self.action_dim, cfg.hidden_size, cfg.layers, cfg.heads
         )
@@ -401,7 +413,7 @@ class VLARL(Algorithm):
                 if warmup:
                     continue
                 new_logp, entropy = self.policy_model.action_log_prob(
-                    flat["images"][idx], flat["prompts"][idx], flat["tokens"][idx]
+                    flat["images"][idx], flat["prompts"][idx], flat["tokens"][idx], cfg.temperature
                 )
                 p_loss, clip_frac = clipped_policy_loss(
                     new_logp, flat["logp"][idx], flat["adv"][idx], cfg.clip
@@ -444,7 +456,7 @@ class VLARL(Algorithm):
         if not resumed:
             demos = self.collect_demos(env, seed)
             stats = ActionTokenizer.fit(demos["actions"], 1).state()
-            self.setup(list(base.task_instructions), stats)
+            self.setup(list(base.task_instructions), stats, seed)
             losses = self.sft(demos)
             ctx.log(
                 {
@@ -494,6 +506,7 @@ class VLARL(Algorithm):
             "iteration": self.iteration,
             "instructions": list(self.instructions),
             "action_stats": self.action_tokenizer.state(),
+            "action_tokens": ACTION_TOKENS,
             "policy": self.policy_model.state_dict(),
             "critic": self.critic.state_dict(),
             "prm": self.prm.state_dict(),
@@ -511,7 +524,13 @@ class VLARL(Algorithm):
         self.phase = state.get("phase", "init")
         if "policy" not in state:
             return
-        self.setup(list(state["instructions"]), state["action_stats"])
+        if state.get("action_tokens") != ACTION_TOKENS:
+            raise CheckpointError(
+                "this VLA-RL checkpoint was written before roborl adopted OpenVLA's action "
+                "tokens (255 bins, larger actions on lower token ids); its policy would decode "
+                "every action wrongly. Retrain it with this version."
+            )
+        self.setup(list(state["instructions"]), state["action_stats"], 0)  # weights loaded next
         assert self.policy_model is not None and self.critic is not None and self.prm is not None
         self.policy_model.load_state_dict(state["policy"])
         self.critic.load_state_dict(state["critic"])

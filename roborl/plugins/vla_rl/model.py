@@ -110,10 +110,18 @@ class TinyVLA(nn.Module):
         return logits[..., self.first_action_token :]
 
     def action_log_prob(
-        self, images: torch.Tensor, prompts: torch.Tensor, actions: torch.Tensor
+        self,
+        images: torch.Tensor,
+        prompts: torch.Tensor,
+        actions: torch.Tensor,
+        temperature: float = 1.0,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """log pi(a|s) = sum of the action tokens' log-probs, and the per-token entropy mean."""
-        logp_all = torch.log_softmax(self.action_logits(images, prompts, actions), -1)
+        """log pi_T(a|s) = sum of the action tokens' log-probs under softmax(logits / T), and
+        the per-token entropy mean of that distribution. PPO must pass the rollout's
+        temperature, so that its ratio compares the distribution the actions were sampled
+        from; SFT uses T = 1."""
+        logits = self.action_logits(images, prompts, actions) / temperature
+        logp_all = torch.log_softmax(logits, -1)
         bins = (actions - self.first_action_token).clamp(0, N_BINS - 1)
         token_logp = logp_all.gather(-1, bins.unsqueeze(-1)).squeeze(-1)
         entropy = -(logp_all.exp() * logp_all).sum(-1).mean(-1)
@@ -128,7 +136,11 @@ class TinyVLA(nn.Module):
         greedy: bool = False,
         generator: torch.Generator | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Batched auto-regressive decoding of D action tokens; returns (tokens, log-prob)."""
+        """Batched auto-regressive decoding of D action tokens; returns (tokens, log-prob).
+
+        Sampling is from softmax(logits / temperature), and the returned log-prob is of that
+        same tempered distribution (greedy decoding reports it too).
+        """
         batch = images.shape[0]
         tokens = torch.zeros(batch, 0, dtype=torch.long)
         logp = torch.zeros(batch)
@@ -136,12 +148,12 @@ class TinyVLA(nn.Module):
         for i in range(self.action_dim):
             h = self._hidden(images, prompts, tokens)[:, start + i]
             logits = self.lm.lm_head(h)[:, self.first_action_token :]
+            logp_all = torch.log_softmax(logits / temperature, -1)
             if greedy:
                 bins = logits.argmax(-1)
             else:
-                probs = torch.softmax(logits / temperature, -1)
-                bins = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-            logp += torch.log_softmax(logits, -1).gather(-1, bins[:, None]).squeeze(-1)
+                bins = torch.multinomial(logp_all.exp(), 1, generator=generator).squeeze(-1)
+            logp += logp_all.gather(-1, bins[:, None]).squeeze(-1)
             tokens = torch.cat([tokens, (bins + self.first_action_token)[:, None]], 1)
         return tokens, logp
 

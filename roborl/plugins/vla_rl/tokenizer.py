@@ -1,9 +1,15 @@
 """OpenVLA's action scheme and a word-level prompt tokenizer.
 
-Actions (Kim et al., "OpenVLA", 2024, Sec. 3.3): each dimension is normalised to [-1, 1] with
-the 1st/99th percentiles of the training data, discretised into 256 uniform bins, and each bin
-is one token; the 256 action tokens are the last 256 ids of the vocabulary. Decoding maps a
-token to its bin centre and un-normalises it.
+Actions (Kim et al., "OpenVLA", 2024, Sec. 3.3; official `prismatic/vla/action_tokenizer.py`
+and the RLDS `BOUNDS_Q99` normalisation), reproduced exactly:
+
+- each dimension is normalised to [-1, 1] with the 1st/99th percentiles of the training
+  data, 2 (a - q01) / (q99 - q01 + 1e-8) - 1, and clipped to [-1, 1];
+- the bin edges are `np.linspace(-1, 1, 256)` (256 edges, so 255 bins and 255 centres);
+  `np.digitize` gives d in [1, 256] (256 only for exactly 1.0), and the token is
+  `vocab_size - d`: larger actions map to *lower* token ids, all within the last 256 ids;
+- decoding takes d = vocab_size - token, the centre `centres[clip(d - 1, 0, 254)]`, and
+  un-normalises it, 0.5 (x + 1) (q99 - q01) + q01.
 """
 
 from __future__ import annotations
@@ -14,14 +20,14 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-N_BINS = 256
+N_BINS = 256  # action tokens (the last N_BINS ids of the vocabulary) = OpenVLA's bin edges
 PROMPT = "In: What action should the robot take to {instruction}?\nOut:"
 SPECIAL = ["<pad>", "<bos>", "<eos>", "<unk>"]
 PAD, BOS, EOS, UNK = range(4)
 
 
 class ActionTokenizer:
-    """Continuous actions <-> 256-bin tokens with percentile normalisation."""
+    """Continuous actions <-> OpenVLA action tokens, with percentile normalisation."""
 
     def __init__(self, q01: Sequence[float], q99: Sequence[float], vocab_size: int) -> None:
         self.q01 = np.asarray(q01, dtype=np.float64)
@@ -32,8 +38,8 @@ class ActionTokenizer:
             )
         self.vocab_size = vocab_size
         self.first_token = vocab_size - N_BINS
-        self.bin_width = 2.0 / N_BINS
-        self.centers = -1.0 + (np.arange(N_BINS) + 0.5) * self.bin_width
+        self.edges = np.linspace(-1.0, 1.0, N_BINS)
+        self.centers = (self.edges[:-1] + self.edges[1:]) / 2.0  # 255 centres
 
     @classmethod
     def fit(cls, actions: np.ndarray, vocab_size: int) -> ActionTokenizer:
@@ -42,22 +48,20 @@ class ActionTokenizer:
         return cls(q01, q99, vocab_size)
 
     def normalize(self, actions: np.ndarray) -> np.ndarray:
-        return np.clip(2.0 * (actions - self.q01) / (self.q99 - self.q01) - 1.0, -1.0, 1.0)
+        scaled = 2.0 * (actions - self.q01) / (self.q99 - self.q01 + 1e-8) - 1.0
+        return np.clip(scaled, -1.0, 1.0)
 
     def unnormalize(self, normed: np.ndarray) -> np.ndarray:
-        return (normed + 1.0) / 2.0 * (self.q99 - self.q01) + self.q01
-
-    def bins(self, actions: np.ndarray) -> np.ndarray:
-        idx = np.floor((self.normalize(np.asarray(actions)) + 1.0) / self.bin_width)
-        return np.clip(idx, 0, N_BINS - 1).astype(np.int64)
+        return 0.5 * (normed + 1.0) * (self.q99 - self.q01) + self.q01
 
     def encode(self, actions: np.ndarray) -> np.ndarray:
-        """Action(s) (..., D) -> token ids (..., D)."""
-        return self.bins(actions) + self.first_token
+        """Action(s) (..., D) -> token ids (..., D): vocab_size - digitize(normalised, edges)."""
+        digit = np.digitize(self.normalize(np.asarray(actions, dtype=np.float64)), self.edges)
+        return (self.vocab_size - digit).astype(np.int64)
 
     def decode(self, tokens: np.ndarray | torch.Tensor) -> np.ndarray:
         tokens = np.asarray(tokens.cpu() if isinstance(tokens, torch.Tensor) else tokens)
-        idx = np.clip(tokens - self.first_token, 0, N_BINS - 1)
+        idx = np.clip(self.vocab_size - tokens - 1, 0, len(self.centers) - 1)
         return self.unnormalize(self.centers[idx])
 
     def state(self) -> dict[str, list[float]]:
