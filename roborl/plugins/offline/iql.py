@@ -19,6 +19,16 @@ arXiv 2110.06169 (2021), with the defaults of its locomotion experiments:
 - Update order as in the official code: V, then the actor (new V), then Q (new V on s'), then
   the target critics.
 
+Deviations from the official IQL code (github.com/ikostrikov/implicit_q_learning):
+- the episodes behind the reward scale end at terminals and timeouts (CORL's
+  `return_reward_range`); the official code also cuts where s'_t != s_{t+1}, which on clean
+  D4RL data is the same cut (its loader drops the timed-out steps) but on corrupted
+  observations or dynamics would cut at every corrupted row and inflate the scale;
+- dataset actions are not clipped to +-(1 - 1e-5) (official `clip_to_eps`): the actor's
+  distribution is not tanh-squashed, so in-bound data is unaffected, and RIQL's corrupted
+  actions stay as the corruption protocol leaves them;
+- networks use PyTorch's default initialisation, not the official orthogonal one.
+
 RIQL: Yang, Zhong, Xu, Zhang, Zhang, Han, Zhang, "Towards Robust Offline Reinforcement Learning
 under Diverse Data Corruption", ICLR 2024 (arXiv 2310.12955), checked against the official code
 (github.com/YangRui2015/RIQL, `RIQL.py` and `RIQL_config.py`). On top of IQL:
@@ -32,7 +42,8 @@ under Diverse Data Corruption", ICLR 2024 (arXiv 2310.12955), checked against th
 - a K-critic ensemble whose alpha-quantile replaces the min in V's target and in the advantage
   (Sec. 4.3): Q_alpha(s, a) = quantile_alpha{Q_i(s, a)}_{i<=K};
 - a deterministic tanh actor trained by advantage-weighted regression to the dataset actions:
-  L_pi = E[ w ||pi(s) - a||^2 ];
+  L_pi = E[ w ||pi(s) - a||^2 ] (the official script always builds `DeterministicPolicy`; its
+  `iql_deterministic` flag is never read);
 - no reward scaling (the official script does not rescale rewards, so its per-task Huber
   deltas are in raw-reward units): `normalize_reward=False`.
 
@@ -45,8 +56,6 @@ dynamics); a preset overrides `huber_delta`, `quantile` and `num_critics`.
 Deviations from the official RIQL code:
 - update order is IQL's (V, actor with the new V, Q with the new V); the official RIQL script
   computes V(s') and the advantage with the V from *before* its update;
-- the official script's actor is Gaussian unless `iql_deterministic=True` (its default is
-  False); the issue and paper text ask for the deterministic actor, which is the default here;
 - critics use PyTorch's default init, not the EDAC init (bias 0.1, last layer U(+-3e-3));
 - the quantile interpolates linearly between ensemble members (`torch.quantile`, as the official
   code does); the critic loss is summed, not averaged, over the ensemble (a constant factor K);
