@@ -145,35 +145,42 @@ class RunConfig:
     `total_steps`.
     """
 
-    seed: int = field(default=0, metadata=rng(0, None))
+    seed: int = field(default=0, metadata=rng(0, None, "seeds envs, networks and sampling"))
     total_steps: int = field(default=15_000, metadata=rng(1, None, "env steps in total"))
     total_updates: int = field(
         default=10_000,
         metadata=rng(1, None, "gradient updates in total (offline loop: algo=iql, bc, ...)"),
     )
-    num_envs: int = field(default=1, metadata=rng(1, 1024))
-    vector_mode: str = field(default="sync", metadata={"choices": ["sync", "async"]})
+    num_envs: int = field(default=1, metadata=rng(1, 1024, "parallel envs of the vector env"))
+    vector_mode: str = field(
+        default="sync",
+        metadata={"choices": ["sync", "async"], "help": "async: one process per env"},
+    )
     learning_starts: int = field(default=1_000, metadata=rng(0, None, "random-action steps"))
     utd_ratio: float = field(default=1.0, metadata=rng(0.0, 1024.0, "updates per env step"))
     eval_every: int = field(
         default=2_500, metadata=rng(1, None, "env steps (offline: updates) between evaluations")
     )
-    eval_episodes: int = field(default=5, metadata=rng(1, 10_000))
+    eval_episodes: int = field(default=5, metadata=rng(1, 10_000, "episodes per evaluation"))
     checkpoint_every: int = field(
         default=5_000, metadata=rng(1, None, "env steps (offline: updates) between checkpoints")
     )
     log_every: int = field(
         default=1_000, metadata=rng(1, None, "env steps (offline: updates) between train logs")
     )
-    device: str = "cpu"
+    device: str = field(default="cpu", metadata={"help": "torch device: cpu, cuda, cuda:1"})
     torch_threads: int = field(default=1, metadata=rng(0, 1024, "0 = torch default"))
-    progress: bool = True
-    dataset: str | None = None
+    progress: bool = field(default=True, metadata={"help": "show a progress bar"})
+    dataset: str | None = field(
+        default=None, metadata={"help": "offline data: .npz/.hdf5 path or a Minari dataset id"}
+    )
     pretrained: str | None = field(
         default=None,
         metadata={"help": "checkpoint to start from; only algorithms with accepts_pretrained"},
     )
-    buffer_device: str | None = None
+    buffer_device: str | None = field(
+        default=None, metadata={"help": "replay buffer device (null: the training device)"}
+    )
     collector: str = field(
         default="vector",
         metadata={
