@@ -16,6 +16,7 @@ import torch
 from roborl.core.checkpoint import load_checkpoint, save_checkpoint
 from roborl.core.datasets import OfflineDataset
 from roborl.core.errors import ConfigError
+from roborl.core.hookspecs import hookimpl
 from roborl.core.plugins import PluginHost
 from roborl.core.runner import Runner
 from roborl.plugins.wsrl.wsrl import calql_regulariser, mc_returns
@@ -144,7 +145,8 @@ def test_warmup_uses_the_frozen_pretrained_policy_and_never_updates(
     np.testing.assert_allclose(buf["actions"].numpy(), expect, atol=1e-4)
     phases = {m["train/phase"] for m in metrics(tmp_path / "warm") if "train/phase" in m}
     assert phases == {1}
-    assert last["runner"]["step"] == 30 + warm  # continuous axis: boundary at 30
+    # `step` counts env steps only; the 30 pre-training updates came with the checkpoint
+    assert last["runner"]["step"] == warm and last["runner"]["updates"] == 0
 
 
 @pytest.mark.parametrize("algo_cfg", ["wsrl", "wsrl_rlpd"])
@@ -164,45 +166,60 @@ def test_no_offline_transition_enters_the_online_buffer(
     }
 
 
-def _interrupt_at(runner: Runner, step: int) -> None:
-    log = runner.log
+class InterruptAt:
+    """A plugin that presses Ctrl-C when a metrics event reaches `updates` gradient updates
+    (pre-training) or `steps` env steps (online), through the public `roborl_metrics` hook."""
 
-    def stop_then_log(metrics_: Any, step_: int | None = None) -> None:
-        log(metrics_, step_)
-        if runner.step >= step:
+    def __init__(self, steps: int | None = None, updates: int | None = None) -> None:
+        self.steps, self.updates = steps, updates
+
+    @hookimpl
+    def roborl_metrics(self, step: int, metrics: dict[str, Any]) -> None:
+        if (self.steps is not None and step >= self.steps) or (
+            self.updates is not None and step == 0 and metrics.get("updates", 0) >= self.updates
+        ):
             raise KeyboardInterrupt  # what Ctrl-C does mid-run
 
-    runner.log = stop_then_log  # type: ignore[method-assign]
 
-
-@pytest.mark.parametrize("stop", [20, 70], ids=["in-pretraining", "in-finetuning"])
+@pytest.mark.parametrize(
+    "stop", [{"updates": 20}, {"steps": 40}], ids=["in-pretraining", "in-finetuning"]
+)
 def test_both_phases_end_to_end_and_resume(
-    host: PluginHost, dataset: Path, tmp_path: Path, stop: int
+    host: PluginHost, dataset: Path, tmp_path: Path, stop: dict[str, int]
 ) -> None:
     cfg = config(dataset)
     run_dir = tmp_path / "run"
-    runner = Runner(cfg, run_dir, host)
-    _interrupt_at(runner, stop)
+    stopping = PluginHost()
+    stopping.load_entry_points()
+    stopping.add_plugin(InterruptAt(**stop), "interrupt")
     with pytest.raises(KeyboardInterrupt):
-        runner.execute()
+        Runner(cfg, run_dir, stopping).execute()
     ckpt = load_checkpoint(run_dir / "checkpoints" / "last.pt")
-    assert ckpt["runner"]["step"] == stop
-    assert ckpt["state"]["phase"]["pretrain_done"] == (stop > 30)
+    if "updates" in stop:  # 20 of 30 pre-training updates, no env step yet
+        assert (ckpt["runner"]["step"], ckpt["runner"]["updates"]) == (0, 20)
+        assert not ckpt["state"]["phase"]["pretrain_done"]
+    else:  # the end of the 40-step warm-up: 30 pre-training updates, none online yet
+        assert (ckpt["runner"]["step"], ckpt["runner"]["updates"]) == (40, 30)
+        assert ckpt["state"]["phase"]["pretrain_done"]
     summary = Runner(cfg, run_dir, host).execute(resume_from=run_dir / "checkpoints" / "last.pt")
-    assert summary["status"] == "finished" and summary["steps"] == 30 + 60
+    # 60 env steps; 30 pre-training updates + 20 fine-tuning env steps x utd 2 critic steps
+    assert summary["status"] == "finished" and summary["steps"] == 60
+    assert summary["updates"] == 30 + 20 * 2
     final = load_checkpoint(run_dir / "checkpoints" / "last.pt")
     assert final["buffer"]["size"] == 60
     assert final["state"]["phase"] == {
         "pretrain_updates": 30, "online_steps": 60, "pretrain_done": True,
     }  # fmt: skip
     ms = metrics(run_dir)
-    assert [m["step"] for m in ms if "phase/boundary_step" in m] == [30]
+    assert [m["phase/boundary_updates"] for m in ms if "phase/boundary_updates" in m] == [30]
     phase = [(m["step"], m["train/phase"]) for m in ms if "train/phase" in m]
-    assert {(30, 0), (30, 1), (50, 1), (70, 1), (80, 2), (90, 2)} <= set(phase)
+    # pre-training logs at env step 0 (counted in updates), then warm-up, then fine-tuning
+    assert {(0, 0), (0, 1), (20, 1), (40, 1), (50, 2), (60, 2)} <= set(phase)
     assert [p for _, p in phase] == sorted(p for _, p in phase)  # 0 -> 1 -> 2, never back
     steps = [m["step"] for m in ms]
     assert steps == sorted(steps)
-    assert json.loads((run_dir / "wsrl.json").read_text())["phase_boundary_step"] == 30
+    info = json.loads((run_dir / "wsrl.json").read_text())
+    assert (info["phase_boundary_step"], info["phase_boundary_updates"]) == (0, 30)
 
 
 def test_baselines_compose_from_the_cli(dataset: Path, tmp_path: Path) -> None:
@@ -241,8 +258,9 @@ def test_iql_pretraining_then_top_level_pretrained_from_the_cli(
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=150, cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-2000:]
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["steps"] == 30 + 20 and summary["updates"] == 2 * 10
-    assert json.loads((run_dir / "wsrl.json").read_text())["phase_boundary_step"] == 30
+    # 20 env steps; 10 after the warm-up x utd 2 critic steps (pre-training came with the file)
+    assert summary["steps"] == 20 and summary["updates"] == 2 * 10
+    assert json.loads((run_dir / "wsrl.json").read_text())["phase_boundary_updates"] == 30
     phases = {m["train/phase"] for m in metrics(run_dir) if "train/phase" in m}
     assert phases == {1, 2}  # no pre-training phase: it came from the checkpoint
 

@@ -61,7 +61,7 @@ def test_online_update_is_utd_critic_minibatch_steps_then_one_actor_step() -> No
 
 
 def test_batch_not_divisible_by_utd_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match="divisible by algo.utd_ratio"):
+    with pytest.raises(ConfigError, match=r"divisible by algo\.utd_ratio"):
         _algo(batch_size=100, utd_ratio=3)
 
 
@@ -122,6 +122,6 @@ def test_max_target_backup_takes_the_max_over_sampled_next_actions() -> None:
 
 def test_checkpoint_without_actor_layernorm_names_the_key_to_set() -> None:
     old = _algo(actor_layer_norm=False).state_dict()
-    with pytest.raises(CheckpointError, match="algo.actor_layer_norm=false"):
+    with pytest.raises(CheckpointError, match=r"algo\.actor_layer_norm=false"):
         _algo().load_state_dict(old)
     _algo(actor_layer_norm=False).load_state_dict(old)  # loads as configured
