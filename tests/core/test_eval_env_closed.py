@@ -7,6 +7,7 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
+from roborl.core.context import TrainContext
 from roborl.core.plugins import get_host
 from roborl.core.runner import Runner
 
@@ -22,14 +23,14 @@ def test_eval_env_is_closed_when_the_run_ends(
             closed.append(self)
             super().close()
 
-    make_env = Runner.make_env
+    make_env = TrainContext.make_env
 
-    def recording_make_env(self: Runner, seed: int | None = None) -> gym.Env:
+    def recording_make_env(self: TrainContext, seed: int | None = None) -> gym.Env:
         env = Recorder(make_env(self, seed))
         made.append(env)
         return env
 
-    monkeypatch.setattr(Runner, "make_env", recording_make_env)
+    monkeypatch.setattr(TrainContext, "make_env", recording_make_env)
     cfg = {
         "algo": {"name": "sac", "hidden_sizes": [16, 16]},
         "env": {"id": "InvertedPendulum-v5"},
