@@ -54,6 +54,27 @@ class SoftActorCriticConfig(OffPolicyConfig):
     )
 
 
+@dataclass
+class SACConfig(SoftActorCriticConfig):
+    """Config of the twin-critic soft actor-critic (algo=sac), and the base of its variants
+    (SAC-Lagrangian, a plugin's SAC), which then share SAC's defaults by construction."""
+
+    num_critics: int = field(default=2, metadata=rng(1, 64, "critics in the clipped-min"))
+    target_update_every: int = field(
+        default=1, metadata=rng(1, None, "gradient steps between Polyak updates")
+    )
+    compile: bool = field(
+        default=False,
+        metadata={"help": "torch.compile the loss; falls back to eager with a warning"},
+    )
+    compile_mode: str | None = field(
+        default=None, metadata={"help": "inductor mode; null = default"}
+    )
+    cudagraphs: bool = field(
+        default=False, metadata={"help": "CUDA graphs (CUDA only; ignored with a warning)"}
+    )
+
+
 def require_box(action_space: gym.Space, algo: str) -> gym.spaces.Box:
     """The action space as a bounded Box, or a ConfigError naming it and what is accepted.
 

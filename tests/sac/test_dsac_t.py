@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import gymnasium as gym
+import numpy as np
 import pytest
 import torch
 
+from roborl.core.checkpoint import load_checkpoint
 from roborl.core.hookspecs import hookimpl
 from roborl.core.plugins import PluginHost
 from roborl.core.runner import Runner
-from roborl.plugins.sac.dsac_t import dsac_t_critic_loss, dsac_t_targets
+from roborl.plugins.sac.dsac_t import DSACT, DSACTConfig, dsac_t_critic_loss, dsac_t_targets
 
 
 def test_targets_bound_and_weight_match_hand_computation() -> None:
@@ -68,28 +70,69 @@ class ScaledPendulum:
         return {"ScaledPendulum-v0": make}
 
 
-def _train(scale: float, tmp_path) -> float:
+def _train(scale: float, tmp_path) -> tuple[float, float]:
+    """Unscaled final eval return and the critics' final sigma_bar (mean of the two)."""
     host = PluginHost()
     host.load_entry_points()
     host.add_plugin(ScaledPendulum(), "scaled_pendulum")
     cfg = {
         "algo": {"name": "dsac_t", "hidden_sizes": [64, 64, 64], "batch_size": 128,
-                 "actor_lr": 3e-4, "critic_lr": 3e-4},
+                 "actor_lr": 3e-4, "critic_lr": 3e-4, "init_alpha": 1.0},
         "env": {"id": "ScaledPendulum-v0", "kwargs": {"scale": scale}},
         "seed": 1, "total_steps": 2000, "learning_starts": 300, "eval_every": 2000,
         "eval_episodes": 5, "checkpoint_every": 2000, "log_every": 1000, "progress": False,
         "torch_threads": 1,
     }  # fmt: skip
-    summary = Runner(cfg, tmp_path / f"scale{scale}", host).execute()
-    return summary["final_eval_return"] / scale  # back to the unscaled return
+    run_dir = tmp_path / f"scale{scale}"
+    summary = Runner(cfg, run_dir, host).execute()
+    state = load_checkpoint(run_dir / "checkpoints" / "last.pt")["state"]
+    return summary["final_eval_return"] / scale, float(state["sigma_bar"].mean())
 
 
-def test_reward_scale_ten_leaves_learning_intact(tmp_path) -> None:
-    plain = _train(1.0, tmp_path)
-    scaled = _train(10.0, tmp_path)
-    print(f"DSAC-T unscaled eval return: reward x1 {plain:.1f}, reward x10 {scaled:.1f}")
+def test_reward_scale_hundred_leaves_learning_intact(tmp_path) -> None:
+    """Reward x100: learning survives and the critics' std follows the scale.
+
+    Measured at this budget (seed 1, alpha from 1 rather than the official e, so 2000 steps
+    suffice): x1 returns 92.4 with sigma_bar 0.51, x100 returns 57.6 with sigma_bar 20.6. The
+    old clamped log-std cap (54.6) does not bind yet at x100 in 2000 steps; the std test below
+    is the one that fails with it.
+    """
+    plain, sigma_plain = _train(1.0, tmp_path)
+    scaled, sigma_scaled = _train(100.0, tmp_path)
+    print(
+        f"DSAC-T unscaled eval return: reward x1 {plain:.1f}, reward x100 {scaled:.1f}; "
+        f"sigma_bar x1 {sigma_plain:.2f}, x100 {sigma_scaled:.1f}"
+    )
     # Random play averages under 10 on this task (best random episodes about 10-20); both runs
-    # must learn well past it within 2000 steps (measured: 92.6 and 88.8), and the x10 run
-    # must not collapse relative to the x1 run.
+    # must learn well past it within 2000 steps, and the x100 run must not collapse relative
+    # to the x1 run.
     assert plain > 40 and scaled > 40
     assert scaled > 0.5 * plain
+    assert sigma_scaled > 20 * sigma_plain  # the return spread grew with the reward scale
+
+
+def test_critic_std_is_an_unbounded_softplus_with_gradient() -> None:
+    """Official `ActionValueDistri`: std = softplus(raw); no cap, and a gradient at any size.
+    The old exp(clamp(raw, -5, 4)) gave 54.6 here, with zero gradient."""
+    torch.manual_seed(0)
+    space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    algo = DSACT(space, space, DSACTConfig(hidden_sizes=[8]))
+    with torch.no_grad():
+        algo.critic.head.weight[..., 1].zero_()
+        algo.critic.head.bias[..., 1] = 100.0  # raw std output of both critics
+    obs, act = torch.zeros(3, 2), torch.zeros(3, 2)
+    _, std = algo.distribution(obs, act)
+    torch.testing.assert_close(std, torch.full((2, 3), 100.0))
+    std.sum().backward()
+    assert (algo.critic.head.bias.grad[..., 1] > 0.9).all()
+
+
+def test_defaults_match_the_official_code() -> None:
+    cfg = DSACTConfig()
+    assert (cfg.actor_lr, cfg.critic_lr, cfg.alpha_lr) == (1e-4, 1e-4, 3e-4)
+    assert cfg.hidden_sizes == [256, 256, 256] and cfg.activation == "gelu"
+    assert cfg.init_alpha == pytest.approx(np.e)  # official log_alpha starts at 1
+    assert (cfg.delay_update, cfg.tau, cfg.tau_b, cfg.batch_size) == (2, 0.005, 0.005, 256)
+    space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    algo = DSACT(space, space, DSACTConfig(hidden_sizes=[8]))
+    assert (algo.actor.log_std_min, algo.actor.log_std_max) == (-20.0, 0.5)

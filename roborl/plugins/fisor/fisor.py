@@ -57,6 +57,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from roborl.core.actor_critic import require_box
 from roborl.core.config import rng
 from roborl.core.interfaces import Algorithm, Batch, Policy
 from roborl.core.nn import ActionScaler, EnsembleMLP, obs_tensor, polyak_update
@@ -234,8 +235,7 @@ class FISOR(Algorithm):
         device: str | torch.device = "cpu",
     ) -> None:
         super().__init__(observation_space, action_space, config, device)
-        if not isinstance(action_space, gym.spaces.Box):
-            raise TypeError(f"fisor needs a Box action space, got {action_space}")
+        require_box(action_space, self.name)
         cfg = config
         obs_dim, act_dim = flat_dim(observation_space), flat_dim(action_space)
         hidden = list(cfg.hidden_sizes)

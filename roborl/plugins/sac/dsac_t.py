@@ -1,12 +1,14 @@
 """DSAC-T: Distributional Soft Actor-Critic with Three Refinements.
 
 Duan et al., "Distributional Soft Actor-Critic with Three Refinements", IEEE TPAMI 2025,
-arXiv 2310.05858 (DSAC-v2), and the defaults of the official implementation
-(Jingliang-Duan/DSAC-v2, `dsac_v2.py`, "form5" critic loss). Where each piece lives:
+arXiv 2310.05858 (DSAC-v2), and the official implementation (Jingliang-Duan/DSAC-v2:
+`dsac_v2.py`, `networks/mlp.py`, `utils/act_distribution_cls.py`, defaults from
+`example_train/dsacv2_mlp_mujoco_offserial.py`). Where each piece lives:
 
 - Gaussian return distributions Z(s, a) ~ N(mean, std^2) for two critics, with target
   critics and a target actor: `DSACT.__init__` (critic = one `EnsembleMLP` with 2 outputs per
-  member: mean and log-std, log-std clamped to [LOG_STD_MIN, LOG_STD_MAX]).
+  member: the mean and a raw std, std = softplus(raw) as in the official `ActionValueDistri`,
+  unbounded above so the std can grow with the reward scale).
 - Refinement 1, expected value substitution: the mean is regressed on the *expected* target
   y = r + gamma (1-d) (min_i mean'_i - alpha log pi') rather than on a sampled return:
   `dsac_t_targets` (`target`) and the Huber term of `dsac_t_critic_loss`.
@@ -24,65 +26,84 @@ arXiv 2310.05858 (DSAC-v2), and the defaults of the official implementation
 - Actor, temperature and target networks updated every `delay_update` = 2 critic steps;
   actor loss E[alpha log pi - min_i mean_i(s, a)]; temperature loss
   -log_alpha (log pi + target_entropy) with target entropy -dim(A); Polyak tau = 0.005.
-- Defaults: MLP 256x3 with GELU, lr 1e-4 (actor, critic), 3e-4 (alpha), batch 256, gamma 0.99.
-
 - Gradient timing as in the official `__compute_gradient`/`__update`: every gradient is
   computed from the pre-step networks on the same batch (here in one backward pass: the actor
   sees the critics through detached weights), then the critics step, and on every
   `delay_update`-th call the actor and temperature step and the targets move.
+- Official defaults: MLP 256x3 with GELU for actor and critics; one shared actor head for mean
+  and log-std, log-std clamped to [-20, 0.5]; Adam 1e-4 (actor, critic), 3e-4 (alpha);
+  log_alpha starts at 1 (alpha = e); batch 256, gamma 0.99, tau 0.005, tau_b = tau.
 
-Deviations: the official code computes std = softplus(raw); here the critic outputs a log-std
-clamped to [-5, 4] (the issue's "log-std bounded"), which is equally positive and keeps the
-std away from 0. The two critics run as one batched ensemble, and the three official Adams
-are one Adam with per-network learning rates (identical updates). The official code computes
-the actor gradient on every call and discards it on non-delayed calls; here it is computed
-only when it is applied. Everything else follows the official code.
+Remaining deviations from the official code:
+- Warm-up: the official trainer fills the buffer with 10,000 transitions from the initial
+  stochastic policy before the first update; here the run-level `learning_starts` (default
+  1,000) decides, with uniform random actions.
+- Sampling ratio: the official serial trainer collects 20 env steps per gradient step
+  (`sample_batch_size` 20); here the run-level `utd_ratio` (default 1 update per env step).
+- The tanh log-likelihood is the exact, numerically stable form; the official code uses
+  log(1 + 1e-6 - tanh(u)^2).
+- The two critics run as one batched ensemble, and the three official Adams are one Adam with
+  per-network learning rates (identical updates). The official code computes the actor
+  gradient on every call and discards it on non-delayed calls; here it is computed only when
+  it is applied.
+- `n_step` > 1 (off by default) gives n-step targets through the replay buffer, an extension
+  the official code does not have.
 """
 
 from __future__ import annotations
 
 import copy
+import math
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 import torch
 from torch.nn import functional as F
 
+from roborl.core.actor_critic import SoftActorCritic, SoftActorCriticConfig
 from roborl.core.compile import CompiledCall, fused_adam_kwargs
 from roborl.core.config import rng
-from roborl.core.interfaces import Algorithm, Batch, Policy
-from roborl.core.nn import ActionScaler, EnsembleMLP, obs_tensor, polyak_update
-from roborl.core.spaces import flat_dim
-from roborl.plugins.sac.sac import SquashedGaussianPolicy, TanhGaussianActor
+from roborl.core.interfaces import Batch
+from roborl.core.nn import polyak_update
 
-LOG_STD_MIN, LOG_STD_MAX = -5.0, 4.0
+# Official DSAC-v2 mujoco defaults (example_train/dsacv2_mlp_mujoco_offserial.py): the actor's
+# log-std is clamped to [policy_min_log_std, policy_max_log_std] = [-20, 0.5].
+ACTOR_LOG_STD_BOUNDS = (-20.0, 0.5)
 BIAS = 0.1
 HUBER_DELTA = 50.0
 TD_BOUND = 3.0
 
 
 @dataclass
-class DSACTConfig:
-    gamma: float = field(default=0.99, metadata=rng(0.0, 1.0))
-    tau: float = field(default=0.005, metadata=rng(0.0, 1.0))
+class DSACTConfig(SoftActorCriticConfig):
+    actor_lr: float = field(default=1e-4, metadata=rng(0.0, 1.0, "actor Adam learning rate"))
+    critic_lr: float = field(default=1e-4, metadata=rng(0.0, 1.0, "critic Adam learning rate"))
+    hidden_sizes: list[int] = field(
+        default_factory=lambda: [256, 256, 256],
+        metadata={"help": "hidden widths, actor and critics"},
+    )
+    activation: str = field(
+        default="gelu",
+        metadata={"choices": ["gelu", "relu", "elu", "silu"], "help": "hidden activation"},
+    )
+    init_alpha: float = field(
+        default=math.e,
+        metadata=rng(1e-8, None, "initial temperature (official: log_alpha starts at 1)"),
+    )
     tau_b: float = field(default=0.005, metadata=rng(0.0, 1.0, "rate of the sigma_bar average"))
-    actor_lr: float = field(default=1e-4, metadata=rng(0.0, 1.0))
-    critic_lr: float = field(default=1e-4, metadata=rng(0.0, 1.0))
-    alpha_lr: float = field(default=3e-4, metadata=rng(0.0, 1.0))
-    batch_size: int = field(default=256, metadata=rng(1, None))
-    hidden_sizes: list[int] = field(default_factory=lambda: [256, 256, 256])
-    activation: str = field(default="gelu", metadata={"choices": ["gelu", "relu", "elu", "silu"]})
-    init_alpha: float = field(default=1.0, metadata=rng(1e-8, None))
-    autotune_alpha: bool = True
-    target_entropy: float | None = None
-    delay_update: int = field(default=2, metadata=rng(1, None))
-    buffer_size: int = field(default=1_000_000, metadata=rng(1, None))
-    compile: bool = False  # torch.compile of the losses; eager fallback with a warning
-    compile_mode: str | None = None
-    cudagraphs: bool = False  # CUDA only
+    delay_update: int = field(
+        default=2, metadata=rng(1, None, "critic steps per actor/temperature/target step")
+    )
+    compile: bool = field(
+        default=False, metadata={"help": "torch.compile the losses; eager fallback with a warning"}
+    )
+    compile_mode: str | None = field(
+        default=None, metadata={"help": "inductor mode; null = default"}
+    )
+    cudagraphs: bool = field(default=False, metadata={"help": "CUDA graphs (CUDA only)"})
 
 
 def dsac_t_targets(
@@ -135,7 +156,7 @@ def dsac_t_critic_loss(
     return (ratio * (mean_term + std_term)).mean(-1).sum(), ratio
 
 
-class DSACT(Algorithm):
+class DSACT(SoftActorCritic):
     name = "dsac_t"
     Config = DSACTConfig
     loop = "offpolicy"
@@ -147,23 +168,18 @@ class DSACT(Algorithm):
         config: DSACTConfig,
         device: str | torch.device = "cpu",
     ) -> None:
-        super().__init__(observation_space, action_space, config, device)
-        if not isinstance(action_space, gym.spaces.Box):
-            raise TypeError(f"DSAC-T needs a continuous (Box) action space, got {action_space}")
+        # two critics, each with a mean and a raw std output
+        super().__init__(
+            observation_space,
+            action_space,
+            config,
+            device,
+            num_critics=2,
+            critic_outputs=2,
+            log_std_bounds=ACTOR_LOG_STD_BOUNDS,
+        )
         cfg = config
-        obs_dim, act_dim = flat_dim(observation_space), flat_dim(action_space)
-        self.scaler = ActionScaler(action_space, self.device)
-        hidden = list(cfg.hidden_sizes)
-        self.actor = TanhGaussianActor(obs_dim, act_dim, hidden, cfg.activation).to(self.device)
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
-        self.critic = EnsembleMLP(2, obs_dim + act_dim, hidden, 2, cfg.activation).to(self.device)
-        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        self.log_alpha = torch.tensor(
-            float(np.log(cfg.init_alpha)), device=self.device, requires_grad=cfg.autotune_alpha
-        )
-        self.target_entropy = float(
-            cfg.target_entropy if cfg.target_entropy is not None else -act_dim
-        )
         groups = [
             {"params": list(self.critic.parameters()), "lr": cfg.critic_lr},
             {"params": list(self.actor.parameters()), "lr": cfg.actor_lr},
@@ -175,7 +191,6 @@ class DSACT(Algorithm):
         self.optimizer = torch.optim.Adam(groups, **fused_adam_kwargs(self.device))
         self.sigma_bar = torch.full((2,), -1.0, device=self.device)  # < 0: not yet initialised
         self.updates = 0
-        self.act_dim = act_dim
         self._gamma = torch.tensor(cfg.gamma, device=self.device)
         self._params = [*self.critic.parameters(), *self.actor.parameters()]
         self._target_params = [*self.critic_target.parameters(), *self.actor_target.parameters()]
@@ -188,20 +203,14 @@ class DSACT(Algorithm):
             name="dsac_t",
         )
 
-    def distribution(self, obs: torch.Tensor, unit_actions: torch.Tensor, target: bool = False):
-        """(mean, std), each (2, B)."""
+    def distribution(
+        self, obs: torch.Tensor, unit_actions: torch.Tensor, target: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mean, std), each (2, B); std = softplus(raw), unbounded above as in the official
+        `ActionValueDistri`, so the return spread can follow the reward scale."""
         net = self.critic_target if target else self.critic
         out = net(torch.cat([obs, unit_actions], -1))
-        return out[..., 0], out[..., 1].clamp(LOG_STD_MIN, LOG_STD_MAX).exp()
-
-    @torch.no_grad()
-    def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
-        x = obs_tensor(obs, self.device).flatten(1)
-        a = self.actor.deterministic(x) if deterministic else self.actor.sample(x)[0]
-        return self.scaler.to_env(a.cpu().numpy())
-
-    def policy(self) -> Policy:
-        return SquashedGaussianPolicy(self.actor, self.observation_space, self.action_space)
+        return out[..., 0], F.softplus(out[..., 1])
 
     def _losses(
         self,
@@ -297,21 +306,25 @@ class DSACT(Algorithm):
 
     def state_dict(self) -> dict[str, Any]:
         return {
-            "actor": self.actor.state_dict(),
+            **self.networks_state(),
             "actor_target": self.actor_target.state_dict(),
-            "critic": self.critic.state_dict(),
-            "critic_target": self.critic_target.state_dict(),
-            "log_alpha": self.log_alpha.detach().clone(),
             "sigma_bar": self.sigma_bar.clone(),
+            "critic_std": "softplus",
             "optimizer": self.optimizer.state_dict(),
             "updates": self.updates,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        for key in ("actor", "actor_target", "critic", "critic_target"):
-            getattr(self, key).load_state_dict(state[key])
+        self.load_networks_state(state)
+        self.actor_target.load_state_dict(state["actor_target"])
+        if state.get("critic_std") != "softplus":
+            warnings.warn(
+                "this DSAC-T checkpoint predates the softplus critic std (its critics output "
+                "a clamped log-std): the actor acts as before, but resumed training starts "
+                "from a differently scaled std head.",
+                stacklevel=2,
+            )
         with torch.no_grad():
-            self.log_alpha.copy_(state["log_alpha"])
             self.sigma_bar.copy_(state["sigma_bar"])
         if "optimizer" in state:
             self.optimizer.load_state_dict(state["optimizer"])

@@ -1,31 +1,43 @@
 """Soft Actor-Critic.
 
-Haarnoja et al., "Soft Actor-Critic Algorithms and Applications", arXiv 1812.05905 (2018):
+Haarnoja et al., "Soft Actor-Critic Algorithms and Applications", arXiv 1812.05905 (2018),
+and the authors' code (rail-berkeley/softlearning, `examples/development/variants.py`;
+the first release, haarnoja/sac):
 
 - twin soft Q critics with target networks updated by Polyak averaging, tau = 0.005
   (Sec. 5, "clipped double-Q"; target value eq. 3 with the min of the two targets);
 - tanh-squashed Gaussian actor with the change-of-variables log-likelihood (Appendix C, eq. 21);
 - actor loss E[alpha log pi(a|s) - min_i Q_i(s, a)] (eq. 7 with the twin-Q min);
 - automatic temperature, J(alpha) = E[-alpha (log pi(a|s) + target_entropy)] with
-  target_entropy = -dim(A) (eq. 18, Sec. 5);
+  target_entropy = -dim(A) (eq. 18, Sec. 5), alpha learned as log(alpha) from alpha = 1;
 - Adam 3e-4 for all three losses, batch 256, two hidden layers of 256 ReLU units, gamma 0.99,
-  uniform random actions for the first `learning_starts` steps (Table 1 of the paper and the
-  softlearning defaults).
+  one gradient step per env step, uniform random actions before learning starts (Table 1 of
+  the paper and the softlearning defaults).
 
-Implementation notes and deviations:
+Built on `roborl.core.actor_critic.SoftActorCritic` (Box check, action scaling, actor,
+critic ensemble, log_alpha); both critics are one `EnsembleMLP` (stacked weights, one batched
+matmul per layer).
 
-- Both critics are one `EnsembleMLP` (stacked weights, one batched matmul per layer).
-- Critic, actor and temperature losses are computed from the same parameters and applied with
-  one backward pass: the actor sees the critics through detached weights and the temperature
-  loss sees a detached log-prob, so each gradient is exactly its own loss's gradient. The
-  paper's reference code (softlearning) also evaluates the three losses on the same batch and
-  parameters in one graph; updating the critics first (as SB3 and CleanRL do) differs only by
-  one step's staleness of the actor's critic.
+Remaining deviations from the authors' code:
+
+- Warm-up: softlearning collects 10 x max_path_length (10,000 on MuJoCo) uniform-random
+  steps before training; here the run-level `learning_starts` (default 1,000) decides.
+- Actor std: log-std clipped to [-20, 2], as in the first release (haarnoja/sac); the current
+  softlearning uses std = softplus(raw) + 1e-5. Actions are learned in [-1, 1] and rescaled
+  to the env's bounds.
+- Update order: critic, actor and temperature losses are computed from the same parameters
+  and applied with one backward pass (the actor sees the critics through detached weights,
+  the temperature loss a detached log-prob, so each gradient is exactly its own loss's
+  gradient). The first release ran the three updates in one graph the same way; the TF2
+  softlearning, SB3 and CleanRL step the critics first, which differs by one step's staleness
+  of the actor's critic.
 - The critic loss is 0.5 * sum over the two critics of the mean squared TD error (SB3's
-  scaling); the paper writes each critic's loss separately, which gives the same gradients.
-- log-std is clipped to [-20, 2] as in the reference code. Actions are learned in [-1, 1] and
-  rescaled to the env's bounds.
-- The temperature is learned as log(alpha), initialised at alpha = `init_alpha` (1.0).
+  scaling); softlearning writes each critic's loss separately, which gives the same gradients.
+- `n_step` > 1 (off by default) uses n-step targets from `ReplayBuffer.sample_nstep`, an
+  extension beyond the paper (which uses one-step targets).
+
+Implementation notes (no effect on the maths):
+
 - The next-state actor sample and the target are computed under `no_grad`, so the backward
   pass covers only the current-state actor forward (about 11% fewer FLOPs than one forward of
   [obs; next_obs] with a detached half). The Gaussian noise is drawn outside the loss and
@@ -37,62 +49,26 @@ Implementation notes and deviations:
   falls back to eager with a one-line warning when compilation fails. Adam is the fused kernel
   where torch has one (CPU and CUDA), else foreach. Metrics are returned as tensors, so an
   update never waits for the device.
-- `n_step` > 1 (off by default) uses n-step targets from `ReplayBuffer.sample_nstep`, an
-  extension beyond the paper (which uses one-step targets).
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 import torch
 
+from roborl.core.actor_critic import SACConfig, SoftActorCritic
 from roborl.core.compile import CompiledCall, fused_adam_kwargs
-from roborl.core.config import rng
-from roborl.core.interfaces import Algorithm, Batch, Policy
-from roborl.core.nn import (
-    ActionScaler,
-    EnsembleMLP,
-    TanhGaussianActor,
-    obs_tensor,
-    polyak_update,
-)
+from roborl.core.interfaces import Batch
+from roborl.core.nn import polyak_update
 from roborl.core.policies import SquashedGaussianPolicy
-from roborl.core.spaces import flat_dim
+
+__all__ = ["SAC", "SACConfig", "SquashedGaussianPolicy"]
 
 
-@dataclass
-class SACConfig:
-    gamma: float = field(default=0.99, metadata=rng(0.0, 1.0))
-    tau: float = field(default=0.005, metadata=rng(0.0, 1.0, "Polyak rate of the targets"))
-    actor_lr: float = field(default=3e-4, metadata=rng(0.0, 1.0))
-    critic_lr: float = field(default=3e-4, metadata=rng(0.0, 1.0))
-    alpha_lr: float = field(default=3e-4, metadata=rng(0.0, 1.0))
-    batch_size: int = field(default=256, metadata=rng(1, None))
-    hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])
-    activation: str = field(
-        default="relu", metadata={"choices": ["relu", "gelu", "elu", "tanh", "silu"]}
-    )
-    num_critics: int = field(default=2, metadata=rng(1, 64))
-    init_alpha: float = field(default=1.0, metadata=rng(1e-8, None))
-    autotune_alpha: bool = True
-    target_entropy: float | None = None  # None = -dim(A)
-    buffer_size: int = field(default=1_000_000, metadata=rng(1, None))
-    target_update_every: int = field(default=1, metadata=rng(1, None))
-    # n-step returns (1 = the paper's one-step target); the runner samples them via the buffer
-    n_step: int = field(default=1, metadata=rng(1, 100))
-    # torch.compile of the loss (forward + backward graphs); falls back to eager with a warning
-    compile: bool = False
-    compile_mode: str | None = None  # None = inductor's default; "max-autotune-no-cudagraphs"...
-    cudagraphs: bool = False  # CUDA only ("reduce-overhead"); ignored with a warning elsewhere
-
-
-class SAC(Algorithm):
+class SAC(SoftActorCritic):
     name = "sac"
     Config = SACConfig
     loop = "offpolicy"
@@ -104,26 +80,10 @@ class SAC(Algorithm):
         config: SACConfig,
         device: str | torch.device = "cpu",
     ) -> None:
-        super().__init__(observation_space, action_space, config, device)
-        if not isinstance(action_space, gym.spaces.Box):
-            raise TypeError(f"SAC needs a continuous (Box) action space, got {action_space}")
+        super().__init__(
+            observation_space, action_space, config, device, num_critics=config.num_critics
+        )
         cfg = config
-        obs_dim, act_dim = flat_dim(observation_space), flat_dim(action_space)
-        self.act_dim = act_dim
-        self.scaler = ActionScaler(action_space, self.device)
-        self.actor = TanhGaussianActor(obs_dim, act_dim, list(cfg.hidden_sizes), cfg.activation)
-        self.critic = EnsembleMLP(
-            cfg.num_critics, obs_dim + act_dim, cfg.hidden_sizes, 1, cfg.activation
-        )
-        self.actor.to(self.device)
-        self.critic.to(self.device)
-        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        self.log_alpha = torch.tensor(
-            float(np.log(cfg.init_alpha)), device=self.device, requires_grad=cfg.autotune_alpha
-        )
-        self.target_entropy = float(
-            cfg.target_entropy if cfg.target_entropy is not None else -act_dim
-        )
         adam = fused_adam_kwargs(self.device)
         groups = [
             {"params": list(self.actor.parameters()), "lr": cfg.actor_lr},
@@ -147,24 +107,7 @@ class SAC(Algorithm):
             name="sac",
         )
 
-    # -- acting ------------------------------------------------------------------------------
-
-    @torch.no_grad()
-    def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
-        x = obs_tensor(obs, self.device).flatten(1)
-        a = self.actor.deterministic(x) if deterministic else self.actor.sample(x)[0]
-        return self.scaler.to_env(a.cpu().numpy())
-
-    def policy(self) -> Policy:
-        return SquashedGaussianPolicy(self.actor, self.observation_space, self.action_space)
-
     # -- learning ----------------------------------------------------------------------------
-
-    def q_values(
-        self, obs: torch.Tensor, unit_actions: torch.Tensor, detach: bool = False
-    ) -> torch.Tensor:
-        """(num_critics, B) Q-values; actions in [-1, 1]."""
-        return self.critic(torch.cat([obs, unit_actions], -1), detach).squeeze(-1)
 
     def _losses(
         self,
@@ -233,20 +176,13 @@ class SAC(Algorithm):
 
     def state_dict(self) -> dict[str, Any]:
         return {
-            "actor": self.actor.state_dict(),
-            "critic": self.critic.state_dict(),
-            "critic_target": self.critic_target.state_dict(),
-            "log_alpha": self.log_alpha.detach().clone(),
+            **self.networks_state(),
             "optimizer": self.optimizer.state_dict(),
             "updates": self.updates,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.actor.load_state_dict(state["actor"])
-        self.critic.load_state_dict(state["critic"])
-        self.critic_target.load_state_dict(state["critic_target"])
-        with torch.no_grad():
-            self.log_alpha.copy_(state["log_alpha"])
+        self.load_networks_state(state)
         if "optimizer" in state:
             self.optimizer.load_state_dict(state["optimizer"])
         self.updates = int(state.get("updates", 0))

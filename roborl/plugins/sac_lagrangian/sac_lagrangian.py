@@ -25,7 +25,11 @@ a constraint critic and a learned multiplier), the Lagrangian baselines of Stook
 Defaults: SAC's (Adam 3e-4, batch 256, 256x256 ReLU, gamma 0.99, tau 0.005, alpha learned from
 1.0); cost_limit 25 (Safety-Gymnasium's budget); gamma_c 0.99; lambda from 0 with Adam 3e-4.
 
-Deviations and choices:
+Built on `roborl.core.actor_critic.SoftActorCritic` (Box check, action scaling, actor, reward
+critics, log_alpha); `SACLagrangianConfig` extends SAC's `SACConfig`, so every SAC default is
+shared; SAC's `compile`/`cudagraphs` and `n_step` > 1 are refused with a ConfigError.
+
+Remaining deviations from OmniSafe's SACLag (the reference implementation) and choices:
 - The multiplier is updated every gradient step from the cost critic's estimate on the batch
   (Ha et al., WCSAC) rather than once per epoch from measured episode costs (OmniSafe), because
   roborl's off-policy runner hands the algorithm batches, not episodes. This makes it track the
@@ -34,7 +38,8 @@ Deviations and choices:
   `lambda_max` (100) to bound the penalty when the budget is infeasible.
 - Reward critics, cost critic, actor and temperature losses share one backward pass with the
   actor seeing detached critic weights (the same single-graph scheme as roborl's SAC plugin);
-  gradients equal those of separate losses.
+  gradients equal those of separate losses, but the actor sees the pre-step critics where
+  OmniSafe steps the critics first.
 - Costs come from `info["cost"]` through the replay buffer (`Batch.costs`); they are used as
   reported (Safety-Gymnasium tasks report 0/1 per step).
 """
@@ -47,51 +52,31 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 import torch
 
+from roborl.core.actor_critic import SACConfig, SoftActorCritic
 from roborl.core.config import rng
 from roborl.core.errors import ConfigError
-from roborl.core.interfaces import Algorithm, Batch, Policy
-from roborl.core.nn import (
-    ActionScaler,
-    EnsembleMLP,
-    TanhGaussianActor,
-    obs_tensor,
-    polyak_update,
-)
-from roborl.core.policies import AlgorithmPolicy
-from roborl.core.spaces import flat_dim
+from roborl.core.interfaces import Batch
+from roborl.core.nn import EnsembleMLP, polyak_update
 
 
 @dataclass
-class SACLagrangianConfig:
-    gamma: float = field(default=0.99, metadata=rng(0.0, 1.0))
-    tau: float = field(default=0.005, metadata=rng(0.0, 1.0, "Polyak rate of the targets"))
-    actor_lr: float = field(default=3e-4, metadata=rng(0.0, 1.0))
-    critic_lr: float = field(default=3e-4, metadata=rng(0.0, 1.0))
-    alpha_lr: float = field(default=3e-4, metadata=rng(0.0, 1.0))
-    batch_size: int = field(default=256, metadata=rng(1, None))
-    hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])
-    activation: str = field(
-        default="relu", metadata={"choices": ["relu", "gelu", "elu", "tanh", "silu"]}
-    )
-    num_critics: int = field(default=2, metadata=rng(1, 64))
-    init_alpha: float = field(default=1.0, metadata=rng(1e-8, None))
-    autotune_alpha: bool = True
-    target_entropy: float | None = None  # None = -dim(A)
-    buffer_size: int = field(default=1_000_000, metadata=rng(1, None))
+class SACLagrangianConfig(SACConfig):
+    """SAC's config (same defaults) plus the constraint. SAC's `compile`, `cudagraphs` and
+    `n_step` > 1 are not available here and are refused."""
+
     cost_limit: float = field(default=25.0, metadata=rng(0.0, None, "episode cost budget d"))
-    cost_gamma: float = field(default=0.99, metadata=rng(0.0, 1.0))
+    cost_gamma: float = field(default=0.99, metadata=rng(0.0, 1.0, "discount of the costs"))
     episode_length: int = field(
         default=1000, metadata=rng(1, None, "T, converts d to the cost critic's scale")
     )
-    lambda_init: float = field(default=0.0, metadata=rng(0.0, None))
-    lambda_lr: float = field(default=3e-4, metadata=rng(0.0, 1.0))
-    lambda_max: float = field(default=100.0, metadata=rng(0.0, None))
+    lambda_init: float = field(default=0.0, metadata=rng(0.0, None, "initial multiplier"))
+    lambda_lr: float = field(default=3e-4, metadata=rng(0.0, 1.0, "multiplier Adam rate"))
+    lambda_max: float = field(default=100.0, metadata=rng(0.0, None, "multiplier cap"))
 
 
-class SACLagrangian(Algorithm):
+class SACLagrangian(SoftActorCritic):
     """SAC with a cost critic and a learned Lagrange multiplier (see the module docstring)."""
 
     name = "sac_lagrangian"
@@ -105,28 +90,26 @@ class SACLagrangian(Algorithm):
         config: SACLagrangianConfig,
         device: str | torch.device = "cpu",
     ) -> None:
-        super().__init__(observation_space, action_space, config, device)
-        if not isinstance(action_space, gym.spaces.Box):
-            raise ConfigError(
-                f"algo=sac_lagrangian needs a continuous (Box) action space, got {action_space}."
-            )
         cfg = config
-        obs_dim, act_dim = flat_dim(observation_space), flat_dim(action_space)
-        hidden = list(cfg.hidden_sizes)
-        self.scaler = ActionScaler(action_space, self.device)
-        self.actor = TanhGaussianActor(obs_dim, act_dim, hidden, cfg.activation).to(self.device)
-        self.critic = EnsembleMLP(cfg.num_critics, obs_dim + act_dim, hidden, 1, cfg.activation)
-        self.cost_critic = EnsembleMLP(1, obs_dim + act_dim, hidden, 1, cfg.activation)
-        self.critic.to(self.device)
-        self.cost_critic.to(self.device)
-        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        unsupported = {"compile": cfg.compile, "cudagraphs": cfg.cudagraphs}
+        for key, value in unsupported.items():
+            if value:
+                raise ConfigError(
+                    f"algo.{key}=true is not available for algo=sac_lagrangian (only algo=sac "
+                    f"compiles its update); set algo.{key}=false."
+                )
+        if cfg.n_step != 1:
+            raise ConfigError(
+                f"algo.n_step={cfg.n_step}: algo=sac_lagrangian uses one-step reward and cost "
+                "targets; set algo.n_step=1."
+            )
+        super().__init__(
+            observation_space, action_space, config, device, num_critics=cfg.num_critics
+        )
+        self.cost_critic = EnsembleMLP(
+            1, self.obs_dim + self.act_dim, list(cfg.hidden_sizes), 1, cfg.activation
+        ).to(self.device)
         self.cost_critic_target = copy.deepcopy(self.cost_critic).requires_grad_(False)
-        self.log_alpha = torch.tensor(
-            float(np.log(cfg.init_alpha)), device=self.device, requires_grad=cfg.autotune_alpha
-        )
-        self.target_entropy = float(
-            cfg.target_entropy if cfg.target_entropy is not None else -act_dim
-        )
         self.lagrange = torch.tensor(float(cfg.lambda_init), device=self.device, requires_grad=True)
         T, gc = cfg.episode_length, cfg.cost_gamma
         per_step = cfg.cost_limit / T
@@ -143,17 +126,6 @@ class SACLagrangian(Algorithm):
         self.optimizer = torch.optim.Adam(groups)
         self.lambda_optimizer = torch.optim.Adam([self.lagrange], lr=cfg.lambda_lr)
         self.updates = 0
-
-    # -- acting ------------------------------------------------------------------------------
-
-    @torch.no_grad()
-    def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
-        x = obs_tensor(obs, self.device).flatten(1)
-        a = self.actor.deterministic(x) if deterministic else self.actor.sample(x)[0]
-        return self.scaler.to_env(a.cpu().numpy())
-
-    def policy(self) -> Policy:
-        return AlgorithmPolicy(self)  # deterministic tanh(mean)
 
     @property
     def lagrange_multiplier(self) -> float:
@@ -211,8 +183,11 @@ class SACLagrangian(Algorithm):
             self.lagrange.clamp_(0.0, cfg.lambda_max)
 
         self.updates += 1
-        polyak_update(self.critic_target.parameters(), self.critic.parameters(), cfg.tau)
-        polyak_update(self.cost_critic_target.parameters(), self.cost_critic.parameters(), cfg.tau)
+        if self.updates % cfg.target_update_every == 0:
+            polyak_update(self.critic_target.parameters(), self.critic.parameters(), cfg.tau)
+            polyak_update(
+                self.cost_critic_target.parameters(), self.cost_critic.parameters(), cfg.tau
+            )
         return {
             "critic_loss": critic_loss.detach(),
             "actor_loss": actor_loss.detach(),
@@ -228,12 +203,9 @@ class SACLagrangian(Algorithm):
 
     def state_dict(self) -> dict[str, Any]:
         return {
-            "actor": self.actor.state_dict(),
-            "critic": self.critic.state_dict(),
-            "critic_target": self.critic_target.state_dict(),
+            **self.networks_state(),
             "cost_critic": self.cost_critic.state_dict(),
             "cost_critic_target": self.cost_critic_target.state_dict(),
-            "log_alpha": self.log_alpha.detach().clone(),
             "lagrange": self.lagrange.detach().clone(),
             "optimizer": self.optimizer.state_dict(),
             "lambda_optimizer": self.lambda_optimizer.state_dict(),
@@ -241,10 +213,10 @@ class SACLagrangian(Algorithm):
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        for k in ("actor", "critic", "critic_target", "cost_critic", "cost_critic_target"):
+        self.load_networks_state(state)
+        for k in ("cost_critic", "cost_critic_target"):
             getattr(self, k).load_state_dict(state[k])
         with torch.no_grad():
-            self.log_alpha.copy_(state["log_alpha"])
             self.lagrange.copy_(state["lagrange"])
         if "optimizer" in state:
             self.optimizer.load_state_dict(state["optimizer"])
