@@ -218,3 +218,54 @@ def test_bc_safe_only_trains_on_the_safe_episodes(
     else:  # both halves: the mean, 0
         assert abs(action) < 0.2
     torch.set_num_threads(1)
+
+
+# -- checkpoints written before the TrainContext ------------------------------------------------
+
+
+def _as_format_1(path: Path, step_is_updates: bool) -> None:
+    """Rewrite a checkpoint as roborl wrote it before env steps and updates were split."""
+    from roborl.core.checkpoint import save_checkpoint
+
+    ckpt = load_checkpoint(path)
+    r = ckpt["runner"]
+    del r["format"], r["eval_episodes"]
+    if step_is_updates:
+        r["step"] = r["updates"]
+    save_checkpoint(path, ckpt)
+
+
+def test_format_1_checkpoints_resume(host: PluginHost, tmp_path: Path) -> None:
+    # off-policy: the same keys, read as before
+    cfg = _offpolicy_cfg(checkpoint_every=20)
+    Runner({**cfg, "total_steps": 20}, tmp_path / "on", host).execute()
+    last = tmp_path / "on" / "checkpoints" / "last.pt"
+    _as_format_1(last, step_is_updates=False)
+    summary = Runner(cfg, tmp_path / "on", host).execute(resume_from=last)
+    assert summary["steps"] == 30 and summary["status"] == "finished"
+    # offline: format 1 counted updates as steps; they resume as updates, with no env steps
+    data = _bc_dataset(tmp_path / "bc.npz")
+    cfg = _bc_cfg(data, False)
+    Runner({**cfg, "total_updates": 200}, tmp_path / "off", host).execute()
+    last = tmp_path / "off" / "checkpoints" / "last.pt"
+    _as_format_1(last, step_is_updates=True)
+    summary = Runner(cfg, tmp_path / "off", host).execute(resume_from=last)
+    assert (summary["steps"], summary["updates"]) == (0, 300)
+
+
+def test_format_1_wsrl_checkpoint_is_refused_with_the_reason(
+    host: PluginHost, tmp_path: Path
+) -> None:
+    from roborl.core.errors import CheckpointError
+
+    cfg = {
+        "algo": {"name": "wsrl", "pretrain": "none", "warmup_steps": 10, "hidden_sizes": [16],
+                 "num_critics": 2, "batch_size": 8},
+        "env": {"id": "InvertedPendulum-v5"}, "total_steps": 20, "eval_every": 20,
+        "eval_episodes": 1, "checkpoint_every": 20, "progress": False,
+    }  # fmt: skip
+    Runner(cfg, tmp_path / "w", host).execute()
+    last = tmp_path / "w" / "checkpoints" / "last.pt"
+    _as_format_1(last, step_is_updates=False)
+    with pytest.raises(CheckpointError, match="pretrained=PATH"):
+        Runner({**cfg, "total_steps": 30}, tmp_path / "w", host).execute(resume_from=last)
