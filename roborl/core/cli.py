@@ -143,7 +143,7 @@ def train_help(host: Any, args: Sequence[str]) -> str:
     algo = dict(cfg.get("algo") or {})
     name = str(algo.pop("name", "sac"))
     cls = host.registry.get("algorithms", name)
-    loop = getattr(cls, "loop", "?")
+    loop = cls.loop
     doc = first_line(cls.__doc__)
     run_values = {k: v for k, v in cfg.items() if not isinstance(v, dict)}
     algos = sorted({*host.registry.algorithms, *group_options(host, "algo")})
@@ -205,7 +205,7 @@ def cmd_train(args: list[str]) -> int:
         try:
             summary = Runner(cfg, run_dir, host).execute()
         except RoborlError as exc:
-            print(f"roborl: error: {exc}", file=sys.stderr)
+            print(error_line("train", exc), file=sys.stderr)
             sys.exit(exc.exit_code)
         print(_summary_line(run_dir, summary))
         return summary.get("final_eval_return")
@@ -544,6 +544,15 @@ BUILTIN_COMMANDS: dict[str, Callable[[list[str]], int]] = {
 }
 
 
+def error_line(command: str, exc: BaseException) -> str:
+    """`roborl X: error: ...`, the form argparse-based plugin commands print too."""
+    message = str(exc)
+    prefix = f"roborl {command}: "
+    if message.startswith(prefix):  # messages that already name their command
+        message = message[len(prefix) :]
+    return f"{prefix}error: {message}" if command else f"roborl: error: {message}"
+
+
 def main_help() -> str:
     from roborl.core.help import summary_of
 
@@ -561,23 +570,26 @@ def main_help() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     os.environ.setdefault("HYDRA_FULL_ERROR", "0")
+    running = ""  # the command, once it is known to exist (names it in error lines)
     try:
         if not args or args[0] in ("-h", "--help", "help"):
             print(main_help())
             return 0
         command, rest = args[0], args[1:]
         if command in BUILTIN_COMMANDS:
+            running = command
             return BUILTIN_COMMANDS[command](rest)
         host = _host()
         commands = host.registry.commands
         if command in commands:
+            running = command
             return int(commands[command](rest) or 0)
         known = sorted([*BUILTIN_COMMANDS, *commands])
         raise ConfigError(
             f"unknown command {command!r}.{did_you_mean(command, known)} Commands: {', '.join(known)}."
         )
     except RoborlError as exc:
-        print(f"roborl: error: {exc}", file=sys.stderr)
+        print(error_line(running, exc), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print(

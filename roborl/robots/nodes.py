@@ -427,12 +427,14 @@ def deploy(argv: list[str]) -> int:
     return code
 
 
-def _guard(fn: Any, summary: str) -> Any:
+def _guard(fn: Any, command: str, summary: str) -> Any:
     def run(argv: list[str]) -> int:
+        from roborl.core.cli import error_line
+
         try:
             return fn(argv)
         except (RoborlError, RobotError) as exc:
-            print(f"roborl: error: {exc}", file=sys.stderr)
+            print(error_line(command, exc), file=sys.stderr)
             return 2  # transports still open are closed by their atexit hook
 
     run.__doc__ = fn.__doc__
@@ -440,5 +442,9 @@ def _guard(fn: Any, summary: str) -> Any:
     return run
 
 
-sim_robot_cmd = _guard(sim_robot, "serve a MuJoCo env as a ros2_control robot over ROS 2")
-deploy_cmd = _guard(deploy, "run a checkpoint's policy on a ROS 2 robot through the safety layer")
+sim_robot_cmd = _guard(
+    sim_robot, "sim-robot", "serve a MuJoCo env as a ros2_control robot over ROS 2"
+)
+deploy_cmd = _guard(
+    deploy, "deploy", "run a checkpoint's policy on a ROS 2 robot through the safety layer"
+)
