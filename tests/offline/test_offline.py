@@ -398,6 +398,28 @@ def test_train_iql_from_cli(tmp_path: Path) -> None:
     assert state["actor_opt"]["param_groups"][0]["lr"] == pytest.approx(0.0, abs=1e-12)
 
 
+def test_offline_run_acts_in_the_envs_action_bounds(tmp_path: Path) -> None:
+    """A file without recorded action bounds, actions in [-1.5, 1.5]: the data's own guess
+    is [-2, 2], but InvertedPendulum takes [-3, 3]; the policy must be scaled to the env."""
+    ds = behaviour_dataset(n=300)
+    meta = {k: v for k, v in ds.metadata.items() if k != "action_space"}
+    path = ds.replace(actions=np.clip(ds.actions, -1.5, 1.5), metadata={}).save(tmp_path / "p.npz")
+    data = dict(np.load(path))
+    data["__metadata__"] = np.array(json.dumps(meta))
+    np.savez(path, **data)
+    assert load_file(path).action_space.high.tolist() == [2.0]
+    run_dir = tmp_path / "run"
+    cmd = [
+        sys.executable, "-m", "roborl.core.cli", "train", "algo=iql", f"dataset={path}",
+        "env=inverted_pendulum", "total_updates=5", "eval_every=5", "eval_episodes=1",
+        "algo.hidden_sizes=[8,8]", "progress=false", f"hydra.run.dir={run_dir}",
+    ]  # fmt: skip
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=150, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    ckpt = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)
+    assert np.asarray(ckpt["action_space"]["high"]).tolist() == [3.0]
+
+
 def test_cli_refuses_a_dataset_of_another_task_before_training(tmp_path: Path) -> None:
     """InvertedPendulum data (obs 4, action 1) with env=hopper (obs 11, action 3): a clear
     DatasetError before the first update, not a tensor-size crash at the first evaluation."""

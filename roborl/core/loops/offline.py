@@ -25,12 +25,15 @@ def offline_loop(ctx: TrainContext) -> Algorithm:
         env_cfg, robot_cfg = ctx.config.get("env") or {}, ctx.config.get("robot") or {}
         env_name = f"robot:{robot_cfg['name']}" if robot_cfg.get("name") else env_cfg.get("id")
         check_dataset_spaces(dataset, env.observation_space, env.action_space, str(env_name))
+        action_space = env.action_space
     finally:
         env.close()
     refs = dataset.reference_returns
     if refs:
         ctx.set_extra("reference_returns", dict(refs))
-    algo = ctx.build_algorithm(dataset.observation_space, dataset.action_space)
+    # The env's action bounds, not the data's: a file without recorded bounds would otherwise
+    # scale the policy by the range of its (possibly out-of-bound) actions.
+    algo = ctx.build_algorithm(dataset.observation_space, action_space)
     algo.set_total_updates(ctx.run.total_updates)
     prepared = algo.prepare(dataset)
     if prepared is not None:  # e.g. BC-safe trains on a subset
