@@ -55,9 +55,9 @@ def evaluate(env_id: str, act: Any, episodes: int, seed: int) -> float:
 
 
 def run_roborl(algo_name: str, env_id: str, corr: str, path: str, a: dict, seed: int) -> float:
+    from roborl.core.algorithms import build_algorithm
     from roborl.core.datasets import load_file
     from roborl.core.plugins import get_host
-    from roborl.core.runner import build_algorithm
 
     ds = load_file(path)
     torch.manual_seed(seed)
@@ -198,7 +198,8 @@ def main() -> None:
     algos = list(a.algos) + (["corl_iql"] if a.peer_iql else [])
     data_dir = Path(a.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
-    results: dict = {"config": vars(a), "datasets": {}, "scores": {}, "returns": {}, "cells": []}
+    results: dict = {"config": vars(a), "command": " ".join(["python", *sys.argv]),
+                     "datasets": {}, "scores": {}, "returns": {}, "cells": []}  # fmt: skip
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
