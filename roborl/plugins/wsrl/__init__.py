@@ -9,3 +9,9 @@ from roborl.plugins.wsrl.wsrl import WSRL
 @hookimpl
 def roborl_algorithms() -> dict[str, type]:
     return {"wsrl": WSRL}
+
+
+@hookimpl
+def roborl_config_dirs() -> list[str]:
+    """Presets next to the plugin: algo=wsrl_no_warmup, wsrl_rlpd, wsrl_scratch (baselines)."""
+    return ["pkg://roborl.plugins.wsrl.configs"]
