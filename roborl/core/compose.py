@@ -214,21 +214,26 @@ def compose(
     from hydra import initialize_config_dir, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
+    from hydra.initialize import get_gh_backup, restore_gh_from_backup
     from omegaconf.errors import OmegaConfBaseException
 
     register_configs(host)
     parse_overrides(overrides, command)
+    # Works inside a running Hydra job too: its global state is put back afterwards.
+    backup = get_gh_backup()
     GlobalHydra.instance().clear()
-    init = (
-        initialize_config_dir(str(Path(config_dir).resolve()), version_base="1.3")
-        if config_dir is not None
-        else initialize_config_module(CONFIG_MODULE, version_base="1.3")
-    )
     try:
+        init = (
+            initialize_config_dir(str(Path(config_dir).resolve()), version_base="1.3")
+            if config_dir is not None
+            else initialize_config_module(CONFIG_MODULE, version_base="1.3")
+        )
         with init:
             return hydra_compose(config_name, overrides=list(overrides))
     except (HydraException, OmegaConfBaseException) as exc:
         raise _explain(host, exc, overrides, command, config_name, config_dir) from None
+    finally:
+        restore_gh_from_backup(backup)
 
 
 def _explain(
