@@ -35,7 +35,9 @@ whole ensemble (the official `policy_loss_fn`); the temperature loss is
 Baselines in the same class (configs `algo=wsrl_scratch|wsrl_rlpd|wsrl_no_warmup`): SAC from
 scratch (`pretrain: none`, uniform random actions for the warm-up, as SAC's learning starts),
 fine-tuning that keeps the offline data (`offline_ratio: 0.5`, the official RLPD launch
-script's `--offline_data_ratio 0.5`), fine-tuning without warm-up (`warmup_steps: 0`).
+script's `--offline_data_ratio 0.5`), fine-tuning without warm-up (`warmup_steps: 0`). Note
+that `wsrl_rlpd` pre-trains first (fine-tuning with data retention); the official RLPD
+baseline starts from scratch (`--num_offline_steps 0`): `algo=wsrl_rlpd algo.pretrain=none`.
 
 Two counters, each under its own name: pre-training moves `updates` only (its length is
 `algo.pretrain_steps` gradient updates, and the schedule counts updates then); online, `step`
@@ -628,9 +630,7 @@ class WSRL(SoftActorCritic):
         env.close()
         ctx.finish(self, buffer)
 
-    def _online_batch(
-        self, buffer: ReplayBuffer, ds: Any, n_off: int, ctx: TrainContext
-    ) -> Batch:
+    def _online_batch(self, buffer: ReplayBuffer, ds: Any, n_off: int, ctx: TrainContext) -> Batch:
         cfg = self.config
         if n_off == 0 or ds is None:
             return buffer.sample(cfg.batch_size, ctx.torch_gen)
