@@ -52,3 +52,13 @@ def test_sac_lagrangian_refuses_sac_options_it_does_not_implement(key: str, valu
     act = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
     with pytest.raises(ConfigError, match=rf"algo\.{key}"):
         SACLagrangian(OBS, act, SACLagrangianConfig(hidden_sizes=[8], **{key: value}))
+
+
+@pytest.mark.parametrize("name", ["fisor", "iql", "riql"])
+def test_other_box_only_algorithms_share_the_same_check(name: str) -> None:
+    """FISOR and IQL/RIQL raised TypeError (a roborl bug by the project's rules)."""
+    from roborl.core.plugins import get_host
+
+    cls = get_host().registry.get("algorithms", name)
+    with pytest.raises(ConfigError, match=rf"algo={name} needs a continuous action space"):
+        cls(OBS, gym.spaces.Discrete(3), cls.Config())

@@ -79,6 +79,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from roborl.core.actor_critic import require_box
 from roborl.core.config import rng
 from roborl.core.errors import ConfigError
 from roborl.core.interfaces import Algorithm, Batch, Policy
@@ -238,8 +239,7 @@ class IQL(Algorithm):
         device: str | torch.device = "cpu",
     ) -> None:
         super().__init__(observation_space, action_space, config, device)
-        if not isinstance(action_space, gym.spaces.Box):
-            raise TypeError(f"{self.name} needs a Box action space, got {action_space}")
+        require_box(action_space, self.name)
         preset = getattr(config, "preset", None)
         if preset:
             config = dataclasses.replace(config, **riql_preset(preset))
