@@ -119,6 +119,11 @@ class TrainContext:
         self._clock: Clock = "steps"
         self._total = run.total_steps
         self._next: dict[str, int] = {}
+        self._every = {
+            "eval": run.eval_every,
+            "checkpoint": run.checkpoint_every,
+            "log": run.log_every,
+        }
         self._last_eval: dict[str, Any] | None = None
         self._last_checkpoint: tuple[int, int, str] | None = None
         self._best_eval_return: float | None = None
@@ -524,8 +529,7 @@ class TrainContext:
         return self._step if self._clock == "steps" else self._updates
 
     def _intervals(self) -> dict[str, int]:
-        run = self._run
-        return {"eval": run.eval_every, "checkpoint": run.checkpoint_every, "log": run.log_every}
+        return self._every
 
     def _open_progress(self) -> None:
         from tqdm.auto import tqdm
