@@ -206,11 +206,21 @@ class PluginHost:
                         f"{owner}: {kind[:-1]} {name!r} is {obj!r}, not a subclass of "
                         f"{base.__module__}.{base.__name__}"
                     )
-        for kind in ("envs", "robots", "dataset_sources", "commands", "loops"):
+        for kind in ("envs", "robots", "dataset_sources", "commands", "loops", "collectors"):
             for name, obj in getattr(self.registry, kind).items():
                 if not callable(obj):
                     owner = self.registry.owners[(kind, name)]
                     problems.append(f"{owner}: {kind[:-1]} {name!r} is not callable")
+        for name, cls in self.registry.algorithms.items():
+            if not (isinstance(cls, type) and issubclass(cls, Algorithm)):
+                continue  # reported above
+            loop = cls.loop
+            if loop not in self.registry.loops:
+                owner = self.registry.owners[("algorithms", name)]
+                problems.append(
+                    f"{owner}: algorithm {name!r} declares loop {loop!r}, which no plugin "
+                    f"registers (loops: {', '.join(sorted(self.registry.loops)) or 'none'})"
+                )
         return problems
 
     def unknown_hooks(self) -> list[str]:
