@@ -144,7 +144,7 @@ def train_help(host: Any, args: Sequence[str]) -> str:
     name = str(algo.pop("name", "sac"))
     cls = host.registry.get("algorithms", name)
     loop = cls.loop
-    doc = first_line(cls.__doc__)
+    doc = first_line(cls.__doc__).rstrip(".")
     run_values = {k: v for k, v in cfg.items() if not isinstance(v, dict)}
     algos = sorted({*host.registry.algorithms, *group_options(host, "algo")})
     text = [
