@@ -338,6 +338,12 @@ def cmd_eval(args: list[str]) -> int:
             "roborl eval: checkpoint=PATH is required (a .pt file or a run directory), or "
             "algo=NAME for an algorithm that acts without training (e.g. algo=llm)."
         )
+    algo_args = [a for a in rest if _key_of(a).split(".")[0].split("/")[0] == "algo"]
+    if algo_args:
+        raise ConfigError(
+            f"roborl eval: {algo_args[0]!r} with checkpoint=: the algorithm and its config come "
+            "from the checkpoint; algo= overrides are for checkpoint-free algorithms (algo=llm)."
+        )
     host = _host()
     algo, ckpt = algorithm_from_checkpoint(host, opts.checkpoint, opts.device)
     cfg = dict(ckpt.get("config") or {})
