@@ -80,10 +80,13 @@ def command_options(
 
 
 def _disabled_from_args(args: Sequence[str]) -> list[str]:
-    for arg in args:
-        if arg.startswith(("plugins.disable=", "+plugins.disable=")):
-            value = yaml.safe_load(arg.split("=", 1)[1])
-            return [str(v) for v in (value if isinstance(value, list) else [value])]
+    """`plugins.disable=[a,b]` is needed before composition (it decides what loads)."""
+    from roborl.core.compose import override_value, parse_overrides
+
+    given = [a for a in args if a.startswith(("plugins.disable=", "+plugins.disable="))]
+    for ov in parse_overrides(given[-1:], "train"):
+        value = override_value(ov)
+        return [str(v) for v in (value if isinstance(value, list) else [value])]
     return []
 
 
