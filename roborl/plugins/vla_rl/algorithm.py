@@ -30,7 +30,8 @@ weight sync is a `load_state_dict` into the rollout copy), the RPRM is a small C
 classifier over (image, task, action) instead of a fine-tuned VLM, its milestones come from
 the task's progress signal (distance-to-goal thresholds) rather than gripper keyframes, and
 its reward is centred (p - 0.5) so that dense reward cannot pay for never finishing. The
-initial weights are drawn from the run's seed.
+initial weights are drawn from the run's seed. Rollouts are 32 steps per env per iteration
+(`rollout_steps`; official `num_steps 128`), sized for a CPU.
 """
 
 from __future__ import annotations
