@@ -269,4 +269,3 @@ def get_host(disable: Iterable[str] = (), reload: bool = False) -> PluginHost:
         host.load_entry_points(disable)
         _HOST = host
     return _HOST
-
