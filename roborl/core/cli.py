@@ -153,7 +153,7 @@ def train_help(host: Any, args: Sequence[str]) -> str:
     text = [
         "usage: roborl train [-m] [key=value ...] [--cfg job|hydra|all] [--hydra-help]",
         "",
-        "Train one run (or a sweep with -m: seed=0,1,2, seed=range(5), algo=glob(sb3/*)).",
+        "Train one run (or a sweep with -m: seed=0,1,2, seed=range(5), algo=glob(*sac*)).",
         "Overrides use Hydra's grammar: key=value, +new_key=value, ~key, group=option.",
         "",
         section("Run keys (top level; RunConfig)", field_lines(RunConfig, values=run_values)),
@@ -217,6 +217,8 @@ def cmd_train(args: list[str]) -> int:
     sys.argv = ["roborl train", *args]
     try:
         train_job()
+    except ValueError as exc:  # Hydra's own flag checks (`-m` with `--info`, ...)
+        raise ConfigError(f"roborl train: {exc}") from None
     finally:
         sys.argv = saved
     return 0

@@ -309,8 +309,10 @@ def compose_saved(
 
 
 def first_point(args: Sequence[str], command: str = "train") -> list[str]:
-    """One point of a sweep (first value of each `a,b` / `range()` / `glob()`), to validate
-    the keys before a multirun starts; `interval()` overrides and `hydra` keys are left out."""
+    """One point of a sweep (first value of each `a,b` / `choice()` / `range()`), to validate
+    the keys before a multirun starts; `interval()`, `glob()` and `hydra` keys are left out."""
+    from hydra.core.override_parser.types import ValueType
+
     out = []
     for arg, ov in zip(args, parse_overrides(args, command), strict=True):
         key = override_key(ov)
@@ -319,8 +321,8 @@ def first_point(args: Sequence[str], command: str = "train") -> list[str]:
         if not ov.is_sweep_override():
             out.append(arg)
             continue
-        if ov.is_interval_sweep():
-            continue
+        if ov.is_interval_sweep() or ov.value_type == ValueType.GLOB_CHOICE_SWEEP:
+            continue  # a sampler, or options only Hydra's sweeper lists
         prefix = arg.split("=", 1)[0]
         values = list(ov.sweep_string_iterator())
         if values:

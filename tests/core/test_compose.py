@@ -31,6 +31,8 @@ def test_first_point_of_a_sweep_is_checked_before_the_multirun() -> None:
         "seed=3",
         "algo=sac",
     ]
+    # glob() options are listed by Hydra's sweeper at run time; interval() is a sampler.
+    assert first_point(["algo=glob(*sac*)", "x=interval(0,1)", "seed=2"]) == ["seed=2"]
 
 
 def test_plugin_env_names_compose_for_sim_robot() -> None:
