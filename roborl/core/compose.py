@@ -10,8 +10,12 @@ plus `name`) and as `algo_defaults/<name>`. A YAML file in an `algo/` config dir
 that lists only what differs: either under a new name (`defaults: [wsrl, _self_]`, then the
 differences) or under the algorithm's own name, then starting with
 `defaults: [/algo_defaults/<name>@_here_, _self_]` (a file shadows the ConfigStore entry).
+The stored nodes are the defaults as plain values, not typed structured configs, so that a bad
+value reaches `build_config` and gets roborl's message (range, choices, did-you-mean) rather
+than OmegaConf's.
 
-The primary config `roborl` (ConfigStore) includes `config.yaml` and carries
+The primary config `roborl` (ConfigStore) starts from `RunConfig`'s defaults, then includes
+`config.yaml` (which lists what differs), and carries
 `hydra.searchpath` with every plugin's config dir, so no override has to be appended to the
 user's command line (an appended override broke `roborl train algo=iql --cfg job`).
 """
