@@ -204,8 +204,8 @@ class TrainContext:
 
     @property
     def resume_checkpoint(self) -> Mapping[str, Any] | None:
-        """The checkpoint this run resumes from (None for a fresh run)."""
-        return self._resume
+        """The checkpoint this run resumes from (None for a fresh run), read-only."""
+        return None if self._resume is None else types.MappingProxyType(self._resume)
 
     @property
     def last_eval(self) -> Mapping[str, Any] | None:
