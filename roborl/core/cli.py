@@ -246,21 +246,39 @@ class ResumeOptions:
     )
 
 
+def resume_help(args: Sequence[str]) -> str:
+    """Run keys with the run's saved values when `run_dir=` is given, else RunConfig's."""
+    from roborl.core.help import field_lines, section
+
+    given = [a for a in args if a.startswith("run_dir=")]
+    saved_cfg = Path(given[-1].split("=", 1)[1]) / "config.yaml" if given else None
+    saved: dict[str, Any] = {}
+    if saved_cfg is not None and saved_cfg.is_file():
+        saved = dict(yaml.safe_load(saved_cfg.read_text()) or {})
+    title = (
+        "Run keys (the run's saved values)"
+        if saved
+        else "Run keys (RunConfig defaults; a resumed run keeps its saved values, which "
+        "roborl resume run_dir=PATH --help shows)"
+    )
+    values = {k: v for k, v in saved.items() if k in RunConfig.__dataclass_fields__}
+    return (
+        "usage: roborl resume run_dir=PATH [RUN_KEY=VALUE ...]\n\n"
+        "Continue a run from RUN_DIR/checkpoints/last.pt with its saved config.yaml; run-level\n"
+        "keys may be changed (e.g. total_steps=50000 to extend it), the algorithm may not.\n\n"
+        + section("Keys", field_lines(ResumeOptions))
+        + "\n"
+        + section(title, field_lines(RunConfig, values=values))
+    )
+
+
 def cmd_resume(args: list[str]) -> int:
     from roborl.core.compose import compose_saved
-    from roborl.core.help import field_lines, section
     from roborl.core.runner import Runner
 
     run_keys = sorted(RunConfig.__dataclass_fields__)
     if _wants_help(args):
-        print(
-            "usage: roborl resume run_dir=PATH [RUN_KEY=VALUE ...]\n\n"
-            "Continue a run from RUN_DIR/checkpoints/last.pt with its saved config.yaml; run-level\n"
-            "keys may be changed (e.g. total_steps=50000 to extend it), the algorithm may not.\n\n"
-            + section("Keys", field_lines(ResumeOptions))
-            + "\n"
-            + section("Run keys (default: the run's saved value)", field_lines(RunConfig))
-        )
+        print(resume_help(args))
         return 0
     opts, rest = command_options(ResumeOptions, args, "resume", passthrough=run_keys)
     if not opts.run_dir:
