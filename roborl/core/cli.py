@@ -188,9 +188,10 @@ def _train_overrides(args: Sequence[str]) -> list[str]:
 def cmd_train(args: list[str]) -> int:
     import hydra
     from hydra.core.hydra_config import HydraConfig
+    from hydra.errors import HydraException
     from omegaconf import DictConfig
 
-    from roborl.core.compose import PRIMARY, compose, first_point, register_configs
+    from roborl.core.compose import PRIMARY, compose, first_point, parse_overrides, register_configs
     from roborl.core.runner import Runner
 
     host = _host(args)
@@ -199,7 +200,15 @@ def cmd_train(args: list[str]) -> int:
         return 0
     # Compose once before Hydra runs, so a bad key or option is roborl's one-paragraph error
     # (a sweep is checked at its first point).
-    compose(host, first_point(_train_overrides(args), "train"), "train")
+    overrides = _train_overrides(args)
+    compose(host, first_point(overrides, "train"), "train")
+    sampled = [o.input_line for o in parse_overrides(overrides, "train") if o.is_interval_sweep()]
+    if sampled and not any(a.startswith("hydra/sweeper=") for a in overrides):
+        raise ConfigError(
+            f"roborl train: {sampled[0]!r} is an interval, which a grid sweep cannot enumerate; "
+            "sample it with `roborl tune ... --num-samples N` (Ray Tune), or give a sampling "
+            "sweeper (hydra/sweeper=optuna, if installed)."
+        )
     register_configs(host)
 
     @hydra.main(config_path="../configs", config_name=PRIMARY, version_base="1.3")
@@ -217,7 +226,7 @@ def cmd_train(args: list[str]) -> int:
     sys.argv = ["roborl train", *args]
     try:
         train_job()
-    except ValueError as exc:  # Hydra's own flag checks (`-m` with `--info`, ...)
+    except (ValueError, HydraException) as exc:  # Hydra's flag and sweep checks
         raise ConfigError(f"roborl train: {exc}") from None
     finally:
         sys.argv = saved

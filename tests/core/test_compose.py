@@ -63,3 +63,12 @@ def test_eval_with_checkpoint_refuses_algo_overrides(capsys: pytest.CaptureFixtu
 
     assert main(["eval", "checkpoint=missing.pt", "algo.tau=0.1"]) == 2
     assert "come from the checkpoint" in capsys.readouterr().err
+
+
+def test_train_sweep_with_interval_names_a_sampler(capsys: pytest.CaptureFixture[str]) -> None:
+    """Hydra's grid sweeper cannot enumerate interval(): a clear error, not its traceback."""
+    from roborl.core.cli import main
+
+    assert main(["train", "-m", "algo.tau=interval(0.001,0.01)"]) == 2
+    err = capsys.readouterr().err
+    assert "interval" in err and "roborl tune" in err and "Traceback" not in err
