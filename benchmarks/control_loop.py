@@ -34,10 +34,10 @@ LOOPBACK = (
 
 
 def sac_checkpoint(path: Path) -> None:
+    from roborl.core.algorithms import build_algorithm
     from roborl.core.checkpoint import save_checkpoint
     from roborl.core.config import config_to_dict
     from roborl.core.plugins import get_host
-    from roborl.core.runner import build_algorithm
     from roborl.core.spaces import space_to_dict
 
     torch.manual_seed(0)

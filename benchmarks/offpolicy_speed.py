@@ -56,9 +56,10 @@ def bench_roborl(
     import numpy as np
     import torch
 
+    from roborl.core.algorithms import resolve_algorithm
     from roborl.core.buffer import ReplayBuffer
     from roborl.core.plugins import get_host
-    from roborl.core.runner import Runner, resolve_algorithm
+    from roborl.core.runner import Runner
 
     host = get_host()
     env = gym.make(ENV_ID)
@@ -171,9 +172,9 @@ def interleaved(variants: list[str], device: str, blocks: int, block: int) -> di
     from stable_baselines3.common.logger import configure
     from torch.utils.flop_counter import FlopCounterMode
 
+    from roborl.core.algorithms import resolve_algorithm
     from roborl.core.buffer import ReplayBuffer
     from roborl.core.plugins import get_host
-    from roborl.core.runner import resolve_algorithm
 
     warnings.filterwarnings("ignore", category=UserWarning)
     env = gym.make(ENV_ID)

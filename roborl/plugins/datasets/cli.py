@@ -41,6 +41,7 @@ CORRUPT_HELP = {
     "scale": "corruption size, in units of the field's std",
     "seed": "seed of the corruption",
     "attack_steps": "adversarial: gradient steps of the attack's critic",
+    "attack_iters": "adversarial: Adam steps of the attack itself, from a random start",
 }
 
 

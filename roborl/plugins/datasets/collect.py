@@ -28,12 +28,12 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from roborl.core.algorithms import algorithm_from_checkpoint, build_algorithm
 from roborl.core.datasets import OfflineDataset
 from roborl.core.envs import make_env
 from roborl.core.errors import ConfigError
 from roborl.core.interfaces import Algorithm, Batch
 from roborl.core.plugins import get_host
-from roborl.core.runner import algorithm_from_checkpoint, build_algorithm
 from roborl.core.spaces import space_to_dict
 
 QUALITIES = ("random", "medium", "expert", "medium-replay", "medium-expert", "safe-mixed")

@@ -31,11 +31,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from roborl.core.algorithms import build_algorithm
 from roborl.core.datasets import OfflineDataset
 from roborl.core.envs import make_env
 from roborl.core.errors import ConfigError
 from roborl.core.plugins import get_host
-from roborl.core.runner import build_algorithm
 from roborl.core.spaces import space_to_dict
 
 SAFE_LAMBDA_LR = 3e-3
