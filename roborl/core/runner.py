@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
-from roborl.core.algorithms import (  # re-exported: callers import them from here
+from roborl.core.algorithms import (  # re-exported: code written before they moved here still imports them from the runner
     RUN_KEYS,
     SECTION_KEYS,
     algorithm_from_checkpoint,
