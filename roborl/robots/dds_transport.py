@@ -1,0 +1,218 @@
+"""ROS 2's wire protocol over plain Cyclone DDS: the light transport that needs no ROS 2 install.
+
+It follows ROS 2's conventions so that ROS 2 nodes see roborl's topics: topic "rt" + name, type
+`pkg::msg::dds_::Type_`, QoS reliable / keep-last 10 / volatile, `ROS_DOMAIN_ID`, and
+localhost-only (`ROS_LOCALHOST_ONLY=1` or `ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from roborl.core.errors import RobotError
+from roborl.robots.transport import domain_id, localhost_only
+
+log = logging.getLogger("roborl.robots.dds_transport")
+
+LOOPBACK_XML = (
+    '<CycloneDDS><Domain><General><Interfaces><NetworkInterface address="127.0.0.1"/>'
+    "</Interfaces><AllowMulticast>false</AllowMulticast></General><Discovery><Peers>"
+    '<Peer address="127.0.0.1"/></Peers><ParticipantIndex>auto</ParticipantIndex>'
+    "<MaxAutoParticipantIndex>64</MaxAutoParticipantIndex></Discovery></Domain></CycloneDDS>"
+)
+
+
+class DDSTransport:
+    """ROS 2 wire protocol over Cyclone DDS (pip `cyclonedds`), no ROS 2 install needed.
+
+    Samples reach callbacks through one dispatcher thread per transport that waits on a
+    Cyclone WaitSet (the wait releases the GIL) and then takes from the readers whose read
+    condition fired. Deliberately not Cyclone listeners: a listener runs Python inside
+    Cyclone's receive thread while Cyclone holds the reader's callback slot, and that has
+    three ways to hang or crash a process: (1) deleting the reader (or its participant) waits
+    for that slot, so a teardown started from a listener thread -- including a garbage
+    collection that happens to run there -- waits for itself; (2) the binding's `write` keeps
+    the GIL inside `dds_write`, so a write that delivers to a local reader waits for the slot
+    while the listener that holds it waits for the GIL; (3) when the reader/listener/driver
+    reference cycle is collected, the binding's `Entity.__del__` finds its weak registry entry
+    already cleared and skips `dds_delete`, so the C reader outlives the freed ctypes thunk it
+    calls. Here, no Python ever runs on a Cyclone thread, and `close()` tears down in order:
+    stop and join the dispatcher, then delete the participant (which deletes its readers,
+    writers, topics, conditions and waitset) from the calling thread. Open transports are kept
+    in a module registry, so garbage collection never tears DDS entities down implicitly; an
+    atexit hook closes whatever the program left open.
+    """
+
+    name = "dds"
+
+    def __init__(self, node_name: str = "roborl") -> None:
+        try:
+            from cyclonedds.core import Policy, Qos, WaitSet
+            from cyclonedds.domain import Domain, DomainParticipant
+            from cyclonedds.util import duration
+        except ImportError as exc:  # pragma: no cover - declared dependency
+            raise RobotError(
+                f"transport=dds needs pip `cyclonedds` ({exc}); install roborl[ros2]."
+            ) from None
+        self.node_name = node_name
+        self._domain = None
+        did = domain_id()
+        if localhost_only() and not os.environ.get("CYCLONEDDS_URI"):
+            self._domain = Domain(did, LOOPBACK_XML)
+        self.participant = DomainParticipant(did)
+        self.qos = Qos(
+            Policy.Reliability.Reliable(max_blocking_time=duration(milliseconds=100)),
+            Policy.History.KeepLast(10),
+            Policy.Durability.Volatile,
+        )
+        self._topics: dict[str, Any] = {}
+        self._writers: list[Any] = []
+        self._subs: list[tuple[Any, Any, Callable[[Any], None]]] = []  # reader, cond, callback
+        self._lock = threading.Lock()
+        self._closed = False
+        self._waitset = WaitSet(self.participant)
+        self._thread = threading.Thread(
+            target=self._dispatch, name=f"roborl-dds-{node_name}", daemon=True
+        )
+        _OPEN.add(self)
+        self._thread.start()
+
+    @staticmethod
+    def dds_topic(name: str) -> str:
+        return "rt/" + name.lstrip("/")
+
+    def _topic(self, name: str, msg_type: type) -> Any:
+        from cyclonedds.topic import Topic
+
+        key = self.dds_topic(name)
+        topic = self._topics.get(key)
+        if topic is None:
+            topic = self._topics[key] = Topic(self.participant, key, msg_type, qos=self.qos)
+        elif topic.data_type is not msg_type:
+            raise RobotError(
+                f"topic {name!r} is already used with type {topic.data_type.__name__} in this "
+                f"node; it cannot also carry {msg_type.__name__}."
+            )
+        return topic
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RobotError(f"DDS transport {self.node_name!r} is closed.")
+
+    def publisher(self, name: str, msg_type: type) -> Callable[[Any], None]:
+        from cyclonedds.pub import DataWriter
+
+        with self._lock:
+            self._check_open()
+            writer = DataWriter(self.participant, self._topic(name, msg_type), qos=self.qos)
+            self._writers.append(writer)
+        return writer.write
+
+    def subscribe(self, name: str, msg_type: type, callback: Callable[[Any], None]) -> Any:
+        from cyclonedds.core import InstanceState, ReadCondition, SampleState, ViewState
+        from cyclonedds.sub import DataReader
+
+        with self._lock:
+            self._check_open()
+            reader = DataReader(self.participant, self._topic(name, msg_type), qos=self.qos)
+            cond = ReadCondition(reader, SampleState.Any | ViewState.Any | InstanceState.Any)
+            self._subs = [*self._subs, (reader, cond, callback)]  # copy: the dispatcher iterates
+            self._waitset.attach(cond)
+        return reader
+
+    def _dispatch(self) -> None:
+        """Wait (GIL released), then take and hand valid samples to callbacks, until close()."""
+        from cyclonedds.util import duration
+
+        timeout = duration(milliseconds=500)
+        while not self._closed:
+            self._waitset.wait(timeout)
+            for reader, cond, callback in self._subs:
+                if self._closed:
+                    return
+                for sample in reader.take(N=64, condition=cond):
+                    if not sample.sample_info.valid_data:
+                        continue  # dispose/unregister notices carry no message
+                    try:
+                        callback(sample)
+                    except Exception:  # a bad callback must not stop the other topics
+                        log.exception("callback for %s failed", reader.topic.name)
+
+    def matched(self, handle: Any) -> int:
+        """Number of remote endpoints matched with a reader (discovery is done when > 0)."""
+        return len(handle.get_matched_publications())
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Stop the dispatcher, then delete every DDS entity of this node (idempotent)."""
+        if threading.get_ident() == self._thread.ident:
+            raise RobotError(
+                "DDSTransport.close() was called from one of its own subscription callbacks; "
+                "it would wait for itself. Close from another thread (e.g. after the loop)."
+            )
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._waitset.set_trigger(True)  # wake the dispatcher now rather than at its timeout
+        self._thread.join(timeout_s)
+        _OPEN.discard(self)
+        if self._thread.is_alive():
+            log.error(
+                "DDS dispatcher of %r is stuck in a callback after %.0fs; its entities are "
+                "left to process exit.",
+                self.node_name,
+                timeout_s,
+            )
+            return
+        entities: list[Any] = [self._waitset, self.participant]
+        for reader, cond, _ in self._subs:
+            entities += [cond, reader]
+        entities += [*self._writers, *self._topics.values()]
+        _delete_tree(self.participant, entities)
+        if self._domain is not None:
+            _delete_tree(self._domain, [self._domain])
+        self._subs, self._writers, self._topics = [], [], {}
+        self.participant = None
+        self._domain = None
+
+
+# Open DDS transports (strong references: only close() or process exit tears them down).
+_OPEN: set[DDSTransport] = set()
+
+
+def _delete_tree(root: Any, wrappers: list[Any]) -> None:
+    """`dds_delete(root)` (Cyclone deletes children first), then retire the Python wrappers.
+
+    The binding has no public delete; its `Entity.__del__` is `dds_delete` guarded by a weak
+    registry, so dropping our wrappers from that registry makes their later finalisers no-ops
+    instead of deletes of handles that no longer exist (or, worse, were reused).
+    """
+    from cyclonedds.core import Entity
+
+    found: dict[int, Any] = {}
+    stack = list(wrappers)
+    while stack:
+        ent = stack.pop()
+        if id(ent) not in found:
+            found[id(ent)] = ent
+            stack.extend(getattr(ent, "_keepalive_entities", None) or [])
+    Entity._entities.pop(root._ref, None)
+    root._delete(root._ref)  # ctypes call: the GIL is released while Cyclone deletes
+    for ent in found.values():
+        Entity._entities.pop(getattr(ent, "_ref", None), None)
+
+
+@atexit.register
+def _close_open_transports() -> None:
+    """Before interpreter finalisation: a thread that needs the GIL after it starts never
+    gets it, so the dispatchers are stopped while they still can be."""
+    for transport in list(_OPEN):
+        try:
+            transport.close(timeout_s=5.0)
+        except Exception as exc:  # pragma: no cover - best effort at exit
+            log.error("closing DDS transport at exit failed: %s", exc)
