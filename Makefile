@@ -41,6 +41,7 @@ format: install
 	$(BIN)/ruff check --fix .
 
 test: install lint
+	scripts/install_test_system_deps.sh
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q
 
 clean:
