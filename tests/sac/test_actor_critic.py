@@ -54,9 +54,9 @@ def test_sac_lagrangian_refuses_sac_options_it_does_not_implement(key: str, valu
         SACLagrangian(OBS, act, SACLagrangianConfig(hidden_sizes=[8], **{key: value}))
 
 
-@pytest.mark.parametrize("name", ["fisor", "iql", "riql"])
+@pytest.mark.parametrize("name", ["fisor", "iql", "riql", "bc"])
 def test_other_box_only_algorithms_share_the_same_check(name: str) -> None:
-    """FISOR and IQL/RIQL raised TypeError (a roborl bug by the project's rules)."""
+    """FISOR, IQL/RIQL and BC raised TypeError (a roborl bug by the project's rules)."""
     from roborl.core.plugins import get_host
 
     cls = get_host().registry.get("algorithms", name)

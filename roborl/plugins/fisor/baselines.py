@@ -17,6 +17,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from roborl.core.actor_critic import require_box
 from roborl.core.config import rng
 from roborl.core.errors import DatasetError
 from roborl.core.interfaces import Algorithm, Batch, Policy
@@ -67,6 +68,7 @@ class BC(Algorithm):
         device: str | torch.device = "cpu",
     ) -> None:
         super().__init__(observation_space, action_space, config, device)
+        require_box(action_space, self.name)  # the tanh output is rescaled to finite bounds
         obs_dim, act_dim = flat_dim(observation_space), flat_dim(action_space)
         self.scaler = ActionScaler(action_space, self.device)
         self.net = mlp(obs_dim, list(config.hidden_sizes), act_dim, "relu").to(self.device)

@@ -17,8 +17,3 @@ def roborl_cli_commands() -> dict[str, object]:
     from roborl.plugins.llm.model import cli
 
     return {"llm": cli}
-
-
-@hookimpl
-def roborl_config_dirs() -> list[str]:
-    return ["pkg://roborl.plugins.llm.configs"]

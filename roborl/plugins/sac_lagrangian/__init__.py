@@ -11,8 +11,3 @@ __all__ = ["SACLagrangian", "SACLagrangianConfig"]
 @hookimpl
 def roborl_algorithms() -> dict[str, type]:
     return {"sac_lagrangian": SACLagrangian}
-
-
-@hookimpl
-def roborl_config_dirs() -> list[str]:
-    return ["pkg://roborl.plugins.sac_lagrangian.configs"]
