@@ -8,8 +8,9 @@ properties and changes them only through methods:
 - read-only configuration: `run` (the frozen `RunConfig`), `algo_config` (a read-only view of
   the algorithm's config dataclass), `config` (the whole config as nested read-only mappings)
   and `config_dict()` (a plain deep copy, e.g. to ship to a worker process);
-- envs: `make_env`, `make_vec_env`; data: `load_dataset`; the algorithm: `build_algorithm`,
-  `make_collector`;
+- envs: `make_env`, `make_vec_env`, `robot_env` (with `robot=`, the run's one robot env that
+  both return, so evaluation and collection never open a second driver); data:
+  `load_dataset`; the algorithm: `build_algorithm`, `make_collector`;
 - bookkeeping: `advance(env_steps=, updates=)`, `record_episode`, `log`, `evaluate`,
   `checkpoint(algo, buffer=)`, `attach` (what an interrupt's final checkpoint saves),
   `resume(algo, buffer=)`, `finish(algo, buffer=)`, `set_extra`;
@@ -41,7 +42,7 @@ import torch
 from roborl.core.buffer import ReplayBuffer
 from roborl.core.checkpoint import save_checkpoint
 from roborl.core.config import RunConfig, config_to_dict
-from roborl.core.envs import make_env, make_vec_env
+from roborl.core.envs import SharedEnv, make_env, make_vec_env
 from roborl.core.errors import CheckpointError, ConfigError
 from roborl.core.evaluate import eval_metrics, evaluate
 from roborl.core.interfaces import Algorithm, Logger
@@ -134,6 +135,7 @@ class TrainContext:
         self._buffer: ReplayBuffer | None = None
         self._envs: gym.vector.VectorEnv | None = None
         self._eval_env: gym.Env | None = None
+        self._robot_env: SharedEnv | None = None
         self._metrics: MetricsWriter | None = None
         self._loggers: list[Logger] = []
         self._progress: Any = None
@@ -252,14 +254,50 @@ class TrainContext:
     # -- envs, data, algorithm, collector ------------------------------------------------------
 
     def make_env(self, seed: int | None = None) -> gym.Env:
-        """One env (or the robot) from the config, with episode statistics."""
+        """One env from the config, with episode statistics.
+
+        With `robot=` every call returns the same `robot_env`: a robot has one driver, so the
+        collector, evaluation and an algorithm's own loop share it (its `close()` only makes
+        the robot hold; the context disconnects it at the end of the run).
+        """
+        robot = self.robot_env
+        if robot is not None:
+            if seed is not None:
+                robot.action_space.seed(seed)
+            return robot
         return make_env(self._host.registry, self._cfg, seed)
 
+    @property
+    def robot_env(self) -> SharedEnv | None:
+        """The run's one robot env (connected on first use), or None without `robot=`."""
+        if not self._cfg.get("robot"):
+            return None
+        if self._robot_env is None:
+            if self._run.num_envs != 1:
+                raise ConfigError(
+                    f"num_envs={self._run.num_envs} with a real robot: a robot is one env, use 1."
+                )
+            self._robot_env = SharedEnv(make_env(self._host.registry, self._cfg))
+        return self._robot_env
+
     def make_vec_env(self, num_envs: int | None = None) -> gym.vector.VectorEnv:
-        """A vector env (same-step autoreset); its sub-envs' RNG states go into checkpoints."""
-        envs = make_vec_env(
-            self._host.registry, self._cfg, num_envs or self._run.num_envs, self._run.vector_mode
-        )
+        """A vector env (same-step autoreset); its sub-envs' RNG states go into checkpoints.
+
+        With `robot=` it wraps the one `robot_env` (num_envs must be 1)."""
+        robot = self.robot_env
+        if robot is not None:
+            if (num_envs or 1) != 1:
+                raise ConfigError(f"num_envs={num_envs} with a real robot: a robot is one env.")
+            envs: gym.vector.VectorEnv = gym.vector.SyncVectorEnv(
+                [lambda: robot], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
+            )
+        else:
+            envs = make_vec_env(
+                self._host.registry,
+                self._cfg,
+                num_envs or self._run.num_envs,
+                self._run.vector_mode,
+            )
         self._envs = envs
         return envs
 
@@ -270,8 +308,14 @@ class TrainContext:
         return algo
 
     def make_collector(self) -> Collector:
-        """The collector named by `collector=` (or `distributed=`), from `roborl_collectors`."""
+        """The collector named by `collector=` (or `distributed=`), from `roborl_collectors`.
+
+        With `robot=` the default (`vector`) becomes `robot`: whole episodes at the control
+        rate, the loop's updates only while the robot holds between episodes.
+        """
         name = self._run.collector_name
+        if name == "vector" and self._cfg.get("robot"):
+            name = "robot"
         factory = self._host.registry.get("collectors", name)
         return factory(self)
 
@@ -366,7 +410,11 @@ class TrainContext:
         self._host.pm.hook.roborl_metrics(step=self._step, metrics=record)
 
     def evaluate(self, algo: Algorithm, episodes: int | None = None) -> dict[str, Any]:
-        """Deterministic-policy evaluation on a separately seeded env, logged as `eval/...`."""
+        """Deterministic-policy evaluation on a separately seeded env, logged as `eval/...`.
+
+        On a robot it runs on the one `robot_env`, between training episodes (the loop's next
+        episode starts with a reset), and the robot holds when it ends.
+        """
         if self._eval_env is None:
             self._eval_env = self.make_env(seed=self._run.seed + EVAL_SEED_OFFSET)
         policy = algo.policy()
@@ -378,6 +426,8 @@ class TrainContext:
             seed=self._run.seed + EVAL_SEED_OFFSET,
             reset_policy=policy.reset,
         )
+        if self._robot_env is not None:
+            self._robot_env.pause()
         self._eval_episodes += n
         score = self._normalized_score(result["return_mean"])
         if score is not None:
@@ -515,10 +565,14 @@ class TrainContext:
         if self._progress is not None:
             self._progress.close()
             self._progress = None
-        if self._eval_env is not None:  # a robot's eval env sends its stop command on close
+        if self._eval_env is not None:
             with contextlib.suppress(Exception):
                 self._eval_env.close()
             self._eval_env = None
+        if self._robot_env is not None:  # the final stop command, then disconnect
+            with contextlib.suppress(Exception):
+                self._robot_env.release()
+            self._robot_env = None
         if self._metrics is not None:
             self._metrics.close()
         for logger in self._loggers:

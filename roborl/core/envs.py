@@ -2,7 +2,8 @@
 
 Resolution order for ``env.id``: a factory registered by a plugin under that id, then the
 Gymnasium registry. ``robot=NAME`` (when set) builds a real-robot env from the robot plugin
-instead; those come wrapped in the safety layer by their plugin.
+instead; those come wrapped in the safety layer by their plugin. A robot is one physical env
+with one driver, so a run shares one instance among its users (`SharedEnv`).
 """
 
 from __future__ import annotations
@@ -95,3 +96,26 @@ def make_vec_env(
 
 def _with_episode_statistics(maker: Callable[[], gym.Env]) -> Callable[[], gym.Env]:
     return lambda: gym.wrappers.RecordEpisodeStatistics(maker())
+
+
+class SharedEnv(gym.Wrapper):
+    """One env instance that several users of a run share: a robot has one driver.
+
+    The collector, the evaluator and an algorithm's own loop all get this same object from
+    `TrainContext.make_env`, so no second driver ever commands the robot. A user's `close()`
+    therefore only pauses it (the robot holds, see `pause`) and keeps the connection; the
+    run's owner ends it with `release()`.
+    """
+
+    def pause(self) -> None:
+        """Between users or episodes: send the robot's hold command if it has one."""
+        hold = getattr(self.env.unwrapped, "hold", None)
+        if callable(hold):
+            hold()
+
+    def close(self) -> None:
+        self.pause()
+
+    def release(self) -> None:
+        """Really close the env (final stop command, disconnect); only the owner calls it."""
+        self.env.close()

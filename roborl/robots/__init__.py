@@ -32,3 +32,15 @@ def roborl_cli_commands() -> dict[str, Any]:
 @hookimpl
 def roborl_config_dirs() -> list[str]:
     return ["pkg://roborl.robots.configs"]
+
+
+def _robot_collector(ctx: Any) -> Any:
+    from roborl.robots.collector import RobotCollector
+
+    return RobotCollector(ctx)
+
+
+@hookimpl
+def roborl_collectors() -> dict[str, Any]:
+    """`robot`: whole episodes, updates while the robot holds (the default with robot=)."""
+    return {"robot": _robot_collector}

@@ -5,7 +5,11 @@ layer, commands the robot, then reads the newest state. A watchdog hold truncate
 a latched e-stop raises `RobotError` until `reset_estop()`. Resets stop the robot, then run the
 configured routine: `wait`, `topic` (ask the robot, e.g. `sim-robot`), `operator` (wait for
 Enter), or `home` (a scripted joint-space move to `reset.home`, linearly interpolated over
-`reset.duration_s` through the safety layer, then held until within `reset.tolerance`). For
+`reset.duration_s` through the safety layer, then held until within `reset.tolerance`). The
+policy-time watchdog measures, at each `step`, the time since the previous observation was
+handed out: the policy's inference plus whatever else the caller (e.g. a learner) did in
+between; past `safety.max_policy_time_s` the robot holds and the episode is truncated, in
+`train` as in `deploy`. `hold()` sends the hold command between episodes. For
 position control (`safety.hold: last`) every hold and the final stop repeat the last commanded
 (or, before any, the measured) position, never zero. Reward is task-specific and real
 robots rarely report it, so the config picks a simple one (`alive`: 1 per step) and an optional
@@ -97,7 +101,9 @@ class RobotEnv(gym.Env):
             )
         self._next_tick = time.monotonic()
         self._steps = 0
+        self._obs_handed_at: float | None = None
         self.last_latency_s = 0.0
+        self.last_policy_time_s = 0.0
 
     def _position_index(self) -> list[int]:
         """Where each commanded joint's position sits in the observation vector."""
@@ -209,12 +215,21 @@ class RobotEnv(gym.Env):
         obs = self._fresh_obs(time.monotonic(), float(self.cfg.get("connect_timeout_s", 10.0)))
         self._steps = 0
         self._next_tick = time.monotonic()
+        self._obs_handed_at = time.monotonic()
         return obs, {}
 
+    def policy_time(self) -> float:
+        """Seconds since the last observation was handed out (0 before the first reset)."""
+        if self._obs_handed_at is None:
+            return 0.0
+        return time.monotonic() - self._obs_handed_at
+
     def step(self, action: np.ndarray) -> tuple:
+        policy_time = self.policy_time()
+        self.last_policy_time_s = policy_time
         self._wait_tick()
         obs, age = self.driver.observation()
-        decision = self.safety.filter(action, age)
+        decision = self.safety.filter(action, age, policy_time)
         if decision is None:
             raise RobotError(f"e-stop latched ({self.safety.estop_cause}): no commands are sent.")
         self.driver.command(decision.command)
@@ -225,8 +240,23 @@ class RobotEnv(gym.Env):
             self._term_idx is not None and abs(obs[self._term_idx]) > self._term_bound
         )
         truncated = decision.watchdog or self._steps >= self.max_episode_steps
-        info = {"held": decision.held, "safety_cause": decision.cause, "state_age_s": age}
+        info = {
+            "held": decision.held,
+            "safety_cause": decision.cause,
+            "watchdog": decision.watchdog,
+            "state_age_s": age,
+            "policy_time_s": policy_time,
+        }
+        self._obs_handed_at = time.monotonic()
         return obs, 1.0, terminated, truncated, info
+
+    def hold(self) -> None:
+        """Send the safety layer's hold command now (zero, or the last position for
+        `hold: last`): the robot waits there between episodes, e.g. while the learner
+        updates, instead of repeating the episode's last action. Nothing is sent while the
+        e-stop is latched."""
+        if not self.safety.estopped:
+            self.driver.stop(self.safety.hold_command())
 
     def _on_estop(self, cause: str) -> None:
         """Latch, noting how many commands had gone out (proof that none follow the latch)."""
@@ -239,7 +269,8 @@ class RobotEnv(gym.Env):
         self.commands_at_estop = None
 
     def close(self) -> None:
-        self.driver.stop(self.safety.hold_command())
+        """Final hold command (none while the e-stop is latched), then disconnect."""
+        self.hold()
         self.driver.close()
 
 

@@ -21,6 +21,17 @@ if TYPE_CHECKING:
 
 
 def _ray_collector(ctx: TrainContext) -> Collector:
+    if ctx.config.get("robot"):
+        from roborl.core.errors import ConfigError
+
+        raise ConfigError(
+            "collector=ray (distributed=ray) cannot drive a real robot: each Ray rollout worker "
+            "would open its own driver on the one robot, and nothing would keep the learner's "
+            "updates out of the control loop. Training on a robot over Ray needs the "
+            "actor-learner robot collector, which a later release adds. Drop collector=ray / "
+            "distributed=ray: with robot= roborl uses the robot collector (whole episodes at "
+            "the control rate, updates while the robot holds between episodes)."
+        )
     from roborl.plugins.ray.loop import RayCollector
 
     return RayCollector(ctx)
