@@ -2,7 +2,9 @@
 
 It follows ROS 2's conventions so that ROS 2 nodes see roborl's topics: topic "rt" + name, type
 `pkg::msg::dds_::Type_`, QoS reliable / keep-last 10 / volatile, `ROS_DOMAIN_ID`, and
-localhost-only (`ROS_LOCALHOST_ONLY=1` or `ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`).
+localhost-only (`ROS_LOCALHOST_ONLY=1` or `ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`), and it
+matches Fast DDS peers (ROS 2's default RMW) by type name, as Fast DDS itself does (see
+`FASTDDS_COMPAT_XML`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,28 @@ LOOPBACK_XML = (
     '<Peer address="127.0.0.1"/></Peers><ParticipantIndex>auto</ParticipantIndex>'
     "<MaxAutoParticipantIndex>64</MaxAutoParticipantIndex></Discovery></Domain></CycloneDDS>"
 )
+
+#: Match eProsima (RTPS vendor id 1.15, i.e. Fast DDS) endpoints by type name and ignore the
+#: XTypes TypeInformation they announce. Without it Cyclone exchanges no data with a Fast DDS 3
+#: node (ROS 2 Jazzy/Kilted's default RMW) in either direction: see DDSTransport's docstring.
+FASTDDS_COMPAT_XML = (
+    "<CycloneDDS><Domain><Compatibility><IgnoreTypeInformation>1.15</IgnoreTypeInformation>"
+    "</Compatibility></Domain></CycloneDDS>"
+)
+
+
+def cyclone_config() -> str:
+    """The Cyclone configuration roborl's participants use: the Fast DDS compatibility setting,
+    then the user's `CYCLONEDDS_URI` (which thus overrides it), else the loopback-only config
+    when ROS 2's localhost-only variables ask for it. Cyclone merges the comma-separated parts
+    in order, later ones winning, exactly as it reads a `CYCLONEDDS_URI` list."""
+    parts = [FASTDDS_COMPAT_XML]
+    user = os.environ.get("CYCLONEDDS_URI", "").strip()
+    if user:
+        parts.append(user)
+    elif localhost_only():
+        parts.append(LOOPBACK_XML)
+    return ",".join(parts)
 
 
 class DDSTransport:
@@ -60,11 +84,13 @@ class DDSTransport:
                 f"transport=dds needs pip `cyclonedds` ({exc}); install roborl[ros2]."
             ) from None
         self.node_name = node_name
-        self._domain = None
-        did = domain_id()
-        if localhost_only() and not os.environ.get("CYCLONEDDS_URI"):
-            self._domain = Domain(did, LOOPBACK_XML)
-        self.participant = DomainParticipant(did)
+        self._domain_id = did = domain_id()
+        _acquire_domain(did, Domain)
+        try:
+            self.participant = DomainParticipant(did)
+        except Exception:
+            _release_domain(did)
+            raise
         self.qos = Qos(
             Policy.Reliability.Reliable(max_blocking_time=duration(milliseconds=100)),
             Policy.History.KeepLast(10),
@@ -174,15 +200,59 @@ class DDSTransport:
             entities += [cond, reader]
         entities += [*self._writers, *self._topics.values()]
         _delete_tree(self.participant, entities)
-        if self._domain is not None:
-            _delete_tree(self._domain, [self._domain])
+        _release_domain(self._domain_id)
         self._subs, self._writers, self._topics = [], [], {}
         self.participant = None
-        self._domain = None
 
 
 # Open DDS transports (strong references: only close() or process exit tears them down).
 _OPEN: set[DDSTransport] = set()
+
+# Domain id -> [Cyclone Domain carrying cyclone_config() (None if the domain existed before
+# us), number of open transports on it]. Cyclone allows one Domain per id and process, so the
+# transports of a process share it; the last one to close deletes it.
+_DOMAINS: dict[int, list[Any]] = {}
+_DOMAINS_LOCK = threading.Lock()
+
+
+def _acquire_domain(did: int, domain_cls: type) -> None:
+    from cyclonedds.core import DDSException
+
+    with _DOMAINS_LOCK:
+        entry = _DOMAINS.get(did)
+        if entry is None:
+            config = cyclone_config()
+            try:
+                dom = domain_cls(did, config)
+            except DDSException as exc:
+                if exc.code != DDSException.DDS_RETCODE_PRECONDITION_NOT_MET:  # not "exists"
+                    raise RobotError(
+                        f"Cyclone DDS rejected the configuration for domain {did} ({exc}); "
+                        f"check CYCLONEDDS_URI={os.environ.get('CYCLONEDDS_URI', '')!r}."
+                    ) from None
+                log.warning(
+                    "Cyclone DDS domain %d was already created in this process by other code, "
+                    "so roborl's settings (%s) do not apply to it: Fast DDS peers (ROS 2's "
+                    "default RMW) may exchange no data with it.",
+                    did,
+                    FASTDDS_COMPAT_XML,
+                )
+                dom = None
+            entry = _DOMAINS[did] = [dom, 0]
+        entry[1] += 1
+
+
+def _release_domain(did: int) -> None:
+    with _DOMAINS_LOCK:
+        entry = _DOMAINS.get(did)
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] > 0:
+            return
+        del _DOMAINS[did]
+    if entry[0] is not None:
+        _delete_tree(entry[0], [entry[0]])
 
 
 def _delete_tree(root: Any, wrappers: list[Any]) -> None:
