@@ -199,7 +199,8 @@ def split_overrides(
 # -- composition ------------------------------------------------------------------------------
 
 _NOT_IN_STRUCT = re.compile(r"Could not (?:override|append to|delete from) '([^']+)'")
-_MISSING_OPTION = re.compile(r"Could not find '([^']+)/([^'/]+)'")
+# "find" for `group=typo`, "load" for a typo inside a list (`logger=[wandb,typo]`).
+_MISSING_OPTION = re.compile(r"Could not (?:find|load) '([^']+)/([^'/]+)'")
 
 
 def compose(

@@ -171,6 +171,15 @@ class RunConfig:
     device: str = field(default="cpu", metadata={"help": "torch device: cpu, cuda, cuda:1"})
     torch_threads: int = field(default=1, metadata=rng(0, 1024, "0 = torch default"))
     progress: bool = field(default=True, metadata={"help": "show a progress bar"})
+    video_every: int = field(
+        default=0,
+        metadata=rng(
+            0,
+            None,
+            "record an MP4 of the first evaluation episode at or after every this many env "
+            "steps (offline: updates) to <run_dir>/videos; 0 = no videos",
+        ),
+    )
     dataset: str | None = field(
         default=None, metadata={"help": "offline data: .npz/.hdf5 path or a Minari dataset id"}
     )

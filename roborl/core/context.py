@@ -48,6 +48,7 @@ from roborl.core.evaluate import eval_metrics, evaluate
 from roborl.core.interfaces import Algorithm, Logger
 from roborl.core.run_dir import MetricsWriter, truncate_metrics_after, versions
 from roborl.core.spaces import space_to_dict
+from roborl.core.video import VIDEO_DIR, EpisodeRecorder, make_recording_env, render_config
 
 if TYPE_CHECKING:
     from roborl.core.loops.collectors import Collector
@@ -58,7 +59,8 @@ log = logging.getLogger("roborl.run")
 them to <run_dir>/cli.log through Hydra's job logging."""
 
 Clock = Literal["steps", "updates"]
-Scheduled = Literal["eval", "checkpoint", "log"]
+Scheduled = Literal["eval", "checkpoint", "log", "video"]
+"""`video` is scheduled only with `video_every=N`; `evaluate` asks for it itself."""
 EVAL_SEED_OFFSET = 1_000_003
 CHECKPOINT_FORMAT = 2
 """2: `runner.step` counts env steps only and `runner.updates` gradient updates (format 1,
@@ -72,6 +74,30 @@ def freeze(value: Any) -> Any:
     if isinstance(value, list):
         return tuple(freeze(v) for v in value)
     return value
+
+
+def logger_options(section: Mapping[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
+    """The loggers a `logger` config section selects, as (name, options) pairs.
+
+    `logger=[wandb,tensorboard]` composes each option under its own name
+    (`{"wandb": {...}, "tensorboard": {...}}`); `logger=jsonl` composes to `{}` (metrics.jsonl
+    only, which is always written). Configs saved before several loggers were possible hold
+    one logger as `{"name": "wandb", ...options}` and still load.
+    """
+    section = dict(section or {})
+    if "name" in section and not isinstance(section["name"], Mapping):
+        name = section.pop("name")
+        return [] if name in ("jsonl", "none", None) else [(str(name), section)]
+    out = []
+    for name, options in section.items():
+        if options is not None and not isinstance(options, Mapping):
+            raise ConfigError(
+                f"logger.{name}={options!r}: each selected logger's options are a mapping "
+                "(select loggers with logger=NAME or logger=[wandb,tensorboard])."
+            )
+        if name not in ("jsonl", "none"):
+            out.append((str(name), dict(options or {})))
+    return out
 
 
 class ReadOnlyView:
@@ -125,6 +151,8 @@ class TrainContext:
             "checkpoint": run.checkpoint_every,
             "log": run.log_every,
         }
+        if run.video_every:  # the first evaluation at or after each multiple gets a video
+            self._every["video"] = run.video_every
         self._last_eval: dict[str, Any] | None = None
         self._last_checkpoint: tuple[int, int, str] | None = None
         self._best_eval_return: float | None = None
@@ -415,8 +443,15 @@ class TrainContext:
         On a robot it runs on the one `robot_env`, between training episodes (the loop's next
         episode starts with a reset), and the robot holds when it ends.
         """
+        if self._eval_env is None and self._run.video_every:  # renders only when recording
+            seed = self._run.seed + EVAL_SEED_OFFSET
+            self._eval_env = make_recording_env(self._host.registry, self._cfg, seed)
         if self._eval_env is None:
             self._eval_env = self.make_env(seed=self._run.seed + EVAL_SEED_OFFSET)
+        video = self._video_path()
+        if video is not None:
+            assert isinstance(self._eval_env, EpisodeRecorder)
+            self._eval_env.start(video, episodes=1)
         policy = algo.policy()
         n = episodes or self._run.eval_episodes
         result = evaluate(
@@ -438,6 +473,8 @@ class TrainContext:
         if self._best_eval_return is None or ret > self._best_eval_return:
             self._best_eval_return = ret
         self.log(eval_metrics(result))
+        if video is not None:
+            self._log_video()
         log.info(
             "eval at step %d, update %d: return %.2f +- %.2f over %d episodes",
             self._step, self._updates, ret, result["return_std"], n,
@@ -445,6 +482,25 @@ class TrainContext:
         if self._progress is not None:
             self._progress.set_postfix_str(f"eval_return={ret:.1f}", refresh=False)
         return result
+
+    def _video_path(self) -> Path | None:
+        """Where this evaluation's video goes when `video_every` says it is due, else None."""
+        if "video" not in self._every or not self.due("video"):
+            return None
+        prefix = "step" if self._clock == "steps" else "update"
+        return self._run_dir / VIDEO_DIR / f"{prefix}_{self._now()}.mp4"
+
+    def _log_video(self) -> None:
+        """Finish the evaluation's MP4 and hand it to the loggers that show videos."""
+        assert isinstance(self._eval_env, EpisodeRecorder)
+        written = self._eval_env.finish()
+        if written is None:
+            return
+        path, frames = written
+        log.info("video %s (%d frames)", path, frames)
+        step = self._step if self._clock == "steps" else self._updates
+        for logger in self._loggers:
+            logger.log_video("eval/video", str(path), step)
 
     def _normalized_score(self, ret: float) -> float | None:
         """D4RL-style score when reference returns are known (dataset or env.ref_*)."""
@@ -555,11 +611,11 @@ class TrainContext:
 
     def _open(self) -> None:
         self._metrics = MetricsWriter(self._run_dir)
-        logger_cfg = dict(self._cfg.get("logger") or {"name": "jsonl"})
-        name = logger_cfg.pop("name", "jsonl")
-        if name not in ("jsonl", "none", None):
+        if self._run.video_every:
+            render_config(self._cfg)  # refuses robot= before the run starts
+        for name, options in logger_options(self._cfg.get("logger")):
             cls = self._host.registry.get("loggers", name)
-            self._loggers.append(cls(str(self._run_dir), self._cfg, **logger_cfg))
+            self._loggers.append(cls(str(self._run_dir), self._cfg, **options))
 
     def _close(self) -> None:
         if self._progress is not None:

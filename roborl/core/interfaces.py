@@ -174,5 +174,9 @@ class Logger(abc.ABC):
     @abc.abstractmethod
     def log(self, metrics: Mapping[str, float], step: int) -> None: ...
 
+    def log_video(self, key: str, path: str, step: int) -> None:  # noqa: B027 - optional
+        """An MP4 of evaluation episodes was written to `path` (`video_every=`); loggers
+        that show videos (wandb) override this, the others ignore it."""
+
     def close(self) -> None:  # noqa: B027 - optional
         """Flush and release resources."""

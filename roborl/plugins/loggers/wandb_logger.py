@@ -68,5 +68,11 @@ class WandbLogger(Logger):
     def log(self, metrics: Mapping[str, float], step: int) -> None:
         self._run.log(dict(metrics), step=step)
 
+    def log_video(self, key: str, path: str, step: int) -> None:
+        """The MP4 as a wandb Video (wandb copies the file; nothing is re-encoded)."""
+        import wandb
+
+        self._run.log({key: wandb.Video(path, format="mp4")}, step=step)
+
     def close(self) -> None:
         self._run.finish()
