@@ -12,9 +12,19 @@ from roborl.core.hookspecs import hookimpl
 
 
 def _make_ros2(robot_cfg: Any) -> Any:
+    """The robot env for `train robot=ros2`: a `roborl_driver` node whose ROS parameters
+    (defaults: the robot config) decide the config the safety layer uses."""
+    from roborl.robots.driver import Ros2Driver
     from roborl.robots.env import make_robot_env
 
-    return make_robot_env(robot_cfg)
+    driver, cfg = Ros2Driver.open(robot_cfg)
+    try:
+        env = make_robot_env(cfg, driver=driver)
+    except BaseException:
+        driver.close()
+        raise
+    driver.serve_safety(env.safety, clear=env.reset_estop)
+    return env
 
 
 @hookimpl

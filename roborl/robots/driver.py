@@ -7,15 +7,23 @@ in the controller's joint order), joint_trajectory_controller
 (`/<controller>/joint_trajectory`, trajectory_msgs/JointTrajectory) or a mobile base
 (geometry_msgs/Twist on `cmd_vel`). A malformed JointState is rejected with the reason kept
 in `last_error`; it never updates the observation, so the watchdog holds the robot.
+
+Over rclpy the driver is a ROS 2 node (`roborl_driver` for `train robot=`, `roborl_deploy` for
+`deploy`): the robot config's rate, joints, limits and topics are declared as ROS parameters
+(`robot_parameters`; the config values are their defaults, `--ros-args -p` and params files
+override them), each topic's QoS comes from `robot.qos`, and once a safety layer is attached
+(`serve_safety`) it offers `~/estop` (std_srvs/SetBool: true latches, false is the only way to
+clear a latched e-stop remotely) and publishes the safety layer's state on /diagnostics.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,12 +31,83 @@ import numpy as np
 from roborl.core.errors import ConfigError, RobotError
 from roborl.core.interfaces import RobotDriver
 from roborl.robots import msgs
-from roborl.robots.transport import make_transport
+from roborl.robots.transport import (
+    Param,
+    add_service,
+    declare_parameters,
+    make_transport,
+    node_log,
+    publisher,
+    qos_spec,
+    subscribe,
+)
 
 log = logging.getLogger("roborl.robots.driver")
 
 FIELDS = ("position", "velocity", "effort")
 INTERFACES = ("forward", "trajectory", "twist")
+QOS_TOPICS = ("state", "command", "estop", "diagnostics")
+INTERVENTIONS = ("estop", "watchdog_state", "watchdog_policy", "clamp", "rate_limit", "nonfinite")
+
+#: The robot config keys a ROS 2 engineer may set as parameters (dotted = nested in the config).
+#: Empty strings and zeros stand for the config's null ("derive it" / "no limit").
+ROBOT_PARAMS = {
+    "rate_hz": "control rate in Hz",
+    "joints": "observed joints, matched by name in sensor_msgs/JointState",
+    "fields": "JointState fields observed per joint: position, velocity, effort",
+    "state_topic": "sensor_msgs/JointState topic",
+    "estop_topic": "std_msgs/Bool topic; true latches the e-stop",
+    "connect_timeout_s": "seconds to wait for the first valid JointState",
+    "command.interface": "forward (Float64MultiArray), trajectory or twist",
+    "command.controller": "ros2_control controller that takes the commands",
+    "command.joints": "commanded joints, in the controller's order",
+    "command.topic": "command topic ('': derived from interface and controller)",
+    "command.time_from_start_s": "JointTrajectory time_from_start (0: one control period)",
+    "safety.low": "lower command limit per commanded joint",
+    "safety.high": "upper command limit per commanded joint",
+    "safety.max_delta": "largest command change per step (0: no rate limit)",
+    "safety.max_state_age_s": "watchdog: hold when the newest JointState is older",
+    "safety.max_policy_time_s": "watchdog: hold when the policy takes longer",
+    "safety.hold": "hold command: zero (effort/velocity) or last (position)",
+}
+_NULL_AS = {"command.topic": "", "command.time_from_start_s": 0.0, "safety.max_delta": 0.0}
+
+
+def _get(cfg: Mapping[str, Any], dotted: str) -> Any:
+    node: Any = cfg
+    for part in dotted.split("."):
+        node = (node or {}).get(part) if isinstance(node, Mapping) else None
+    return node
+
+
+def robot_parameters(cfg: Mapping[str, Any]) -> dict[str, Param]:
+    """The robot config as ROS parameter declarations (the config values are the defaults)."""
+    out = {}
+    for name, help_ in ROBOT_PARAMS.items():
+        value = _get(cfg, name)
+        if value is None:
+            value = _NULL_AS.get(name)
+        if value is None:
+            continue
+        if isinstance(value, tuple | list):
+            value = list(value)
+        out[name] = Param(value, help_)
+    return out
+
+
+def apply_parameters(cfg: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of `cfg` with the parameter values written back (zeros/'' back to null)."""
+    out = copy.deepcopy(dict(cfg))
+    for name, value in values.items():
+        if name in _NULL_AS and value == _NULL_AS[name]:
+            value = None
+        *path, last = name.split(".")
+        node = out
+        for part in path:
+            node[part] = dict(node.get(part) or {})
+            node = node[part]
+        node[last] = value
+    return out
 
 
 def parse_joint_state(
@@ -82,11 +161,39 @@ class Ros2Driver(RobotDriver):
             )
         self.controller = command.get("controller", "forward_command_controller")
         self.command_joints = list(command.get("joints") or self.joints)
+        self.command_topic = (
+            command.get("topic")
+            or {
+                "forward": f"/{self.controller}/commands",
+                "trajectory": f"/{self.controller}/joint_trajectory",
+                "twist": "/cmd_vel",
+            }[self.interface]
+        )
+        rate = float(cfg.get("rate_hz") or 50.0)
+        tfs = command.get("time_from_start_s")
+        # ros2_controllers read time_from_start as "reach this point by then": 0 is a jump.
+        self.time_from_start_s = float(tfs) if tfs else 1.0 / rate
+        if self.time_from_start_s <= 0:
+            raise ConfigError(
+                f"robot.command.time_from_start_s={tfs!r} must be > 0 (null: one control period)."
+            )
         self.state_topic = cfg.get("state_topic", "/joint_states")
         self.estop_topic = cfg.get("estop_topic", "/estop")
+        qos = dict(cfg.get("qos") or {})
+        bad_qos = [k for k in qos if k not in QOS_TOPICS]
+        if bad_qos:
+            raise ConfigError(f"robot.qos has unknown topics {bad_qos}: accepted are {QOS_TOPICS}.")
+        self.qos = {k: qos_spec(qos.get(k), f"robot.qos.{k}") for k in QOS_TOPICS}
+        self.diagnostics_period_s = float(cfg.get("diagnostics_period_s") or 1.0)
+        self.name = str(cfg.get("name") or "robot")
         self.node_name = cfg.get("node_name", "roborl_driver")
         self._transport_kind = cfg.get("transport", "auto")
         self._transport = transport
+        self._diag_stop = threading.Event()
+        self._diag_thread: threading.Thread | None = None
+        self._diag_pub: Any = None
+        self._safety: Any = None
+        self._status_extra: Callable[[], dict[str, Any]] | None = None
         self._lock = threading.Lock()
         self._obs: np.ndarray | None = None
         self._stamp = -math.inf
@@ -98,22 +205,68 @@ class Ros2Driver(RobotDriver):
         self._publish: Any = None
         self.sent = 0
 
+    @classmethod
+    def open(
+        cls,
+        cfg: Mapping[str, Any],
+        node_name: str | None = None,
+        *,
+        namespace: str | None = None,
+        ros_args: Sequence[str] | None = None,
+        lifecycle: Mapping[str, Callable[[], bool]] | None = None,
+        extra_params: Mapping[str, Param] | None = None,
+    ) -> tuple[Ros2Driver, dict[str, Any]]:
+        """Start the node, declare the robot config as ROS parameters and build the driver
+        from the values in force. Returns the driver (not yet connected) and the resolved
+        config (what the safety layer and the env must use), plus `extra_params`' values
+        under their own names in the config's top level.
+
+        `ros_args` default to the config's `ros_args` list, with `params_file` appended as
+        `--params-file` (how `train robot=...` takes them)."""
+        if ros_args is None:
+            ros_args = [str(a) for a in cfg.get("ros_args") or []]
+            if cfg.get("params_file"):
+                ros_args += ["--params-file", str(cfg["params_file"])]
+        name = node_name or cfg.get("node_name") or "roborl_driver"
+        cls(cfg)  # the config's own checks first, before any ROS traffic
+        transport = make_transport(
+            cfg.get("transport", "auto"),
+            name,
+            namespace=namespace if namespace is not None else str(cfg.get("namespace") or ""),
+            ros_args=ros_args,
+            lifecycle=lifecycle,
+        )
+        try:
+            params = {**robot_parameters(cfg), **dict(extra_params or {})}
+            resolved = apply_parameters(cfg, declare_parameters(transport, params))
+            driver = cls({**resolved, "node_name": name}, transport=transport)
+        except BaseException:
+            transport.close()
+            raise
+        return driver, resolved
+
+    @property
+    def transport(self) -> Any:
+        return self._transport
+
     # -- RobotDriver ------------------------------------------------------------------------
     def connect(self, timeout_s: float) -> None:
         if self._transport is None:
             self._transport = make_transport(self._transport_kind, self.node_name)
         t = self._transport
-        if self.interface == "forward":
-            self.command_topic = f"/{self.controller}/commands"
-            self._publish = t.publisher(self.command_topic, msgs.Float64MultiArray)
-        elif self.interface == "trajectory":
-            self.command_topic = f"/{self.controller}/joint_trajectory"
-            self._publish = t.publisher(self.command_topic, msgs.JointTrajectory)
-        else:
-            self.command_topic = "/cmd_vel"
-            self._publish = t.publisher(self.command_topic, msgs.Twist)
-        self._reader = t.subscribe(self.state_topic, msgs.JointState, self._on_state)
-        self._estop_reader = t.subscribe(self.estop_topic, msgs.Bool, self._on_estop)
+        kind = {
+            "forward": msgs.Float64MultiArray,
+            "trajectory": msgs.JointTrajectory,
+            "twist": msgs.Twist,
+        }[self.interface]
+        if self._publish is None:
+            self._publish = publisher(t, self.command_topic, kind, self.qos["command"])
+            self._reader = subscribe(
+                t, self.state_topic, msgs.JointState, self._on_state, self.qos["state"]
+            )
+            self._estop_reader = subscribe(
+                t, self.estop_topic, msgs.Bool, self._on_estop, self.qos["estop"]
+            )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             with self._lock:
@@ -143,7 +296,9 @@ class Ros2Driver(RobotDriver):
                 )
             msg: Any = msgs.Float64MultiArray(data=a)
         elif self.interface == "trajectory":
-            point = msgs.JointTrajectoryPoint(positions=a, time_from_start=msgs.Duration(0, 0))
+            sec = int(self.time_from_start_s)
+            tfs = msgs.Duration(sec, round((self.time_from_start_s - sec) * 1e9))
+            point = msgs.JointTrajectoryPoint(positions=a, time_from_start=tfs)
             msg = msgs.JointTrajectory(joint_names=self.command_joints, points=[point])
         else:
             v = (a + [0.0] * 6)[:6]
@@ -162,10 +317,112 @@ class Ros2Driver(RobotDriver):
             log.error("final stop command failed: %s", exc)
 
     def close(self) -> None:
+        self._diag_stop.set()
+        if self._diag_thread is not None:
+            self._diag_thread.join(5.0)
+            self._diag_thread = None
         if self._transport is not None:
             self._transport.close()
             self._transport = None
             self._publish = None
+
+    # -- the ROS 2 face of the safety layer ----------------------------------------------------
+    def serve_safety(
+        self,
+        safety: Any,
+        clear: Callable[[], None],
+        extra: Callable[[], dict[str, Any]] | None = None,
+    ) -> None:
+        """Offer `~/estop` (std_srvs/SetBool) and publish `safety`'s state on /diagnostics.
+
+        SetBool true latches like a True on the e-stop topic; SetBool false calls `clear`,
+        the explicit operator action (nothing else over ROS clears a latched e-stop).
+        `extra()` adds node-specific values (e.g. the deploy node's lifecycle state)."""
+        if self._transport is None:
+            raise RobotError("serve_safety() needs an open transport: call connect() first.")
+        self._safety = safety
+        self._status_extra = extra
+        service = "~/estop"
+        if add_service(
+            self._transport, service, "set_bool", lambda data: self._set_estop(clear, data)
+        ):
+            node_log(self._transport, logging.INFO, f"e-stop service {service} (std_srvs/SetBool)")
+        self._diag_pub = publisher(
+            self._transport, "/diagnostics", msgs.DiagnosticArray, self.qos["diagnostics"]
+        )
+        self._diag_thread = threading.Thread(
+            target=self._diagnostics_loop, name="roborl-diagnostics", daemon=True
+        )
+        self._diag_thread.start()
+
+    def _set_estop(self, clear: Callable[[], None], data: bool | None) -> tuple[bool, str]:
+        safety = self._safety
+        if data:
+            if self._estop_cb is not None:
+                self._estop_cb("e-stop set by the ~/estop service")
+            else:
+                safety.trigger_estop("e-stop set by the ~/estop service")
+            self.publish_diagnostics()
+            return True, f"e-stop latched ({safety.estop_cause})"
+        if not safety.estopped:
+            return True, "e-stop was not latched"
+        was = safety.estop_cause
+        clear()
+        node_log(self._transport, logging.WARNING, f"e-stop cleared by ~/estop (was: {was})")
+        self.publish_diagnostics()
+        return True, f"e-stop cleared (was: {was})"
+
+    def status(self) -> tuple[int, str, dict[str, Any]]:
+        """(level, message, values) of the safety layer for /diagnostics (0 OK, 1 WARN, 2 ERROR)."""
+        safety = self._safety
+        counts = dict(safety.interventions) if safety is not None else {}
+        values: dict[str, Any] = {
+            "estopped": bool(safety is not None and safety.estopped),
+            "estop_cause": (safety.estop_cause if safety is not None else None) or "",
+            "commands_sent": self.sent,
+            "states_received": self.received,
+            "states_rejected": self.rejected,
+            "last_state_error": self.last_error or "",
+        }
+        for kind in sorted({*INTERVENTIONS, *counts}):
+            values[f"interventions.{kind}"] = int(counts.get(kind, 0))
+        if self._status_extra is not None:
+            values.update(self._status_extra())
+        if values["estopped"]:
+            return 2, f"e-stop latched: {values['estop_cause']}", values
+        with self._lock:
+            age = time.monotonic() - self._stamp
+        max_age = safety.config.max_state_age_s if safety is not None else math.inf
+        if age > max_age:
+            return 1, f"state is stale ({age:.2f}s > {max_age}s): commands hold", values
+        return 0, "ok", values
+
+    def publish_diagnostics(self) -> None:
+        if self._diag_pub is None or self._transport is None:
+            return
+        level, message, values = self.status()
+        node = getattr(self._transport, "fully_qualified_name", self.node_name)
+        status = msgs.DiagnosticStatus(
+            level=level,
+            name=f"{node.lstrip('/')}: safety",
+            message=message,
+            hardware_id=self.name,
+            values=[
+                msgs.KeyValue(k, str(v).lower() if isinstance(v, bool) else str(v))
+                for k, v in values.items()
+            ],
+        )
+        from roborl.robots.transport import now
+
+        header = msgs.Header(stamp=msgs.stamp_now(now(self._transport)))
+        try:
+            self._diag_pub(msgs.DiagnosticArray(header=header, status=[status]))
+        except Exception as exc:  # diagnostics must never take the control loop down
+            log.debug("diagnostics publish failed: %s", exc)
+
+    def _diagnostics_loop(self) -> None:
+        while not self._diag_stop.wait(self.diagnostics_period_s):
+            self.publish_diagnostics()
 
     # -- callbacks -----------------------------------------------------------------------------
     def on_estop(self, callback: Any) -> None:

@@ -274,9 +274,9 @@ class RobotEnv(gym.Env):
         self.driver.close()
 
 
-def make_robot_env(cfg: Mapping[str, Any]) -> gym.Env:
+def make_robot_env(cfg: Mapping[str, Any], driver: Ros2Driver | None = None) -> gym.Env:
     """Factory registered as `roborl_robots["ros2"]`; Ctrl-C latches the e-stop first."""
-    env = RobotEnv(cfg)
+    env = RobotEnv(cfg, driver=driver)
     previous = signal.getsignal(signal.SIGINT)
 
     def on_sigint(signum: int, frame: Any) -> None:

@@ -8,7 +8,7 @@ rclpy/rclcpp nodes on any RMW. Python 3.10-compatible on purpose (rclpy on Humbl
 from dataclasses import dataclass, field
 
 from cyclonedds.idl import IdlStruct
-from cyclonedds.idl.types import float64, int32, sequence, uint32
+from cyclonedds.idl.types import byte, float64, int32, sequence, uint32
 
 
 @dataclass
@@ -107,3 +107,42 @@ TYPES = {
 def stamp_now(t: float) -> Time:
     sec = int(t)
     return Time(sec=sec, nanosec=int((t - sec) * 1e9))
+
+
+# -- appended for the ROS-native nodes (issue 19): /clock and /diagnostics -------------------
+
+
+@dataclass
+class Clock(IdlStruct, typename="rosgraph_msgs::msg::dds_::Clock_"):
+    clock: Time = field(default_factory=Time)
+
+
+@dataclass
+class KeyValue(IdlStruct, typename="diagnostic_msgs::msg::dds_::KeyValue_"):
+    key: str = ""
+    value: str = ""
+
+
+@dataclass
+class DiagnosticStatus(IdlStruct, typename="diagnostic_msgs::msg::dds_::DiagnosticStatus_"):
+    level: byte = 0  # OK = 0, WARN = 1, ERROR = 2, STALE = 3
+    name: str = ""
+    message: str = ""
+    hardware_id: str = ""
+    values: sequence[KeyValue] = field(default_factory=list)
+
+
+@dataclass
+class DiagnosticArray(IdlStruct, typename="diagnostic_msgs::msg::dds_::DiagnosticArray_"):
+    header: Header = field(default_factory=Header)
+    status: sequence[DiagnosticStatus] = field(default_factory=list)
+
+
+TYPES.update(
+    {
+        "rosgraph_msgs/msg/Clock": Clock,
+        "diagnostic_msgs/msg/KeyValue": KeyValue,
+        "diagnostic_msgs/msg/DiagnosticStatus": DiagnosticStatus,
+        "diagnostic_msgs/msg/DiagnosticArray": DiagnosticArray,
+    }
+)

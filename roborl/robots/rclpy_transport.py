@@ -1,31 +1,163 @@
-"""rclpy transport: roborl's nodes as real ROS 2 nodes (rclpy from a ROS 2 install or PyPI)."""
+"""rclpy transport: roborl's nodes as real ROS 2 nodes (rclpy from a ROS 2 install or PyPI).
+
+Each transport owns one rclpy `Context` (initialised with the command line's `--ros-args`, and
+without rclpy's signal handlers, so roborl's own Ctrl-C handling, which latches the e-stop,
+stays in charge) and one node, spun by a multi-threaded executor on a daemon thread. Every
+subscription and service has its own callback group: a slow lifecycle transition (configure
+waits for the robot's first JointState) never blocks the callbacks it is waiting for.
+
+What a ROS 2 engineer expects of a node comes from here: parameters declared with
+descriptions (`-p name:=value` and `--params-file` override roborl's config values), `std_srvs`
+services, per-topic QoS (plus rclpy's `qos_overrides.<topic>.<publisher|subscription>.<policy>`
+parameters), the node clock (`use_sim_time`), `/rosout` logging of roborl's `roborl.robots.*`
+Python loggers, and `rclpy.lifecycle` for the deploy node.
+"""
 
 from __future__ import annotations
 
 import importlib
+import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
+
+from roborl.core.errors import ConfigError, RobotError
+from roborl.robots.transport import Param, qos_spec
+
+_LEVELS = (
+    (logging.CRITICAL, "fatal"),
+    (logging.ERROR, "error"),
+    (logging.WARNING, "warning"),
+    (logging.INFO, "info"),
+    (logging.DEBUG, "debug"),
+)
+LIFECYCLE_TRANSITIONS = ("configure", "activate", "deactivate", "cleanup", "shutdown")
+
+
+class _RosoutBridge(logging.Handler):
+    """Forwards `roborl.robots.*` Python log records to the newest open node's logger, so
+    safety interventions, e-stops and rejected messages reach /rosout."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.nodes: list[Any] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.nodes:
+            return
+        name = next(n for lvl, n in _LEVELS if record.levelno >= lvl or lvl == logging.DEBUG)
+        try:
+            getattr(self.nodes[-1].get_logger(), name)(self.format(record))
+        except Exception:  # a node being torn down: logging must never raise
+            pass
+
+
+_BRIDGE = _RosoutBridge()
+_ROBOT_LOGGER = logging.getLogger("roborl.robots")
+
+
+def _lifecycle_node_class() -> type:
+    from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
+
+    class RoborlLifecycleNode(LifecycleNode):
+        """Runs roborl's handler for each transition; a False or an exception fails it."""
+
+        handlers: Mapping[str, Callable[[], bool]] = {}
+
+        def _run(self, name: str, state: Any) -> Any:
+            handler = self.handlers.get(name)
+            base = getattr(super(), f"on_{name}")
+            try:
+                ok = handler() if handler is not None else True
+            except Exception as exc:
+                self.get_logger().error(f"{name} failed: {exc}")
+                ok = False
+            if not ok:
+                return TransitionCallbackReturn.FAILURE
+            return base(state)  # (de)activates lifecycle publishers, if any
+
+        def on_configure(self, state: Any) -> Any:
+            return self._run("configure", state)
+
+        def on_activate(self, state: Any) -> Any:
+            return self._run("activate", state)
+
+        def on_deactivate(self, state: Any) -> Any:
+            return self._run("deactivate", state)
+
+        def on_cleanup(self, state: Any) -> Any:
+            return self._run("cleanup", state)
+
+        def on_shutdown(self, state: Any) -> Any:
+            return self._run("shutdown", state)
+
+    return RoborlLifecycleNode
 
 
 class RclpyTransport:
-    """rclpy on a ROS 2 install: converts the `msgs` dataclasses to and from rclpy messages."""
+    """A ROS 2 node that converts the `msgs` dataclasses to and from rclpy messages."""
 
     name = "rclpy"
 
-    def __init__(self, node_name: str = "roborl") -> None:
+    def __init__(
+        self,
+        node_name: str = "roborl",
+        *,
+        namespace: str = "",
+        ros_args: list[str] | None = None,
+        lifecycle: Mapping[str, Callable[[], bool]] | None = None,
+    ) -> None:
         import rclpy
-        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.context import Context
+        from rclpy.executors import MultiThreadedExecutor
+        from rclpy.signals import SignalHandlerOptions
 
-        if not rclpy.ok():
-            rclpy.init()
-        self._rclpy = rclpy
-        self.node = rclpy.create_node(node_name)
-        self._executor = SingleThreadedExecutor()
+        self._context = Context()
+        args = ["roborl", "--ros-args", *ros_args] if ros_args else ["roborl"]
+        try:
+            rclpy.init(
+                args=args, context=self._context, signal_handler_options=SignalHandlerOptions.NO
+            )
+        except Exception as exc:  # rcl's argument parser: a malformed --ros-args
+            raise ConfigError(f"bad ROS arguments {' '.join(ros_args or [])!r}: {exc}") from None
+        kwargs = {"namespace": namespace or None, "context": self._context}
+        try:
+            if lifecycle is not None:
+                cls = _lifecycle_node_class()
+                self.node = cls(node_name, **kwargs)
+                self.node.handlers = dict(lifecycle)
+            else:
+                self.node = rclpy.create_node(node_name, **kwargs)
+        except Exception as exc:  # e.g. a bad node name or namespace, a malformed params file
+            self._context.try_shutdown()
+            raise ConfigError(
+                f"cannot create ROS 2 node {node_name!r} (namespace {namespace!r}): {exc}"
+            ) from None
+        self._executor = MultiThreadedExecutor(num_threads=4, context=self._context)
         self._executor.add_node(self.node)
-        self._thread = threading.Thread(target=self._executor.spin, daemon=True)
+        self._thread = threading.Thread(
+            target=self._spin, name=f"roborl-rclpy-{node_name}", daemon=True
+        )
+        self._closed = False
+        self._keep: list[Any] = []
+        _BRIDGE.nodes.append(self.node)
+        if _BRIDGE not in _ROBOT_LOGGER.handlers:
+            _ROBOT_LOGGER.addHandler(_BRIDGE)
+        if _ROBOT_LOGGER.level == logging.NOTSET or _ROBOT_LOGGER.level > logging.INFO:
+            _ROBOT_LOGGER.setLevel(logging.INFO)
         self._thread.start()
 
+    def _spin(self) -> None:
+        try:
+            self._executor.spin()
+        except Exception:  # the context was shut down under it by close()
+            pass
+
+    @property
+    def fully_qualified_name(self) -> str:
+        return self.node.get_fully_qualified_name()
+
+    # -- messages --------------------------------------------------------------------------
     @staticmethod
     def _ros_type(msg_type: type) -> type:
         pkg, _, rest = msg_type.__idl_typename__.replace("::", "/").partition("/msg/dds_/")
@@ -34,40 +166,197 @@ class RclpyTransport:
     @classmethod
     def _to_ros(cls, msg: Any) -> Any:
         ros = cls._ros_type(type(msg))()
+        kinds = ros.get_fields_and_field_types()
         for key, value in vars(msg).items():
             if hasattr(value, "__idl_typename__"):
                 value = cls._to_ros(value)
             elif isinstance(value, list) and value and hasattr(value[0], "__idl_typename__"):
                 value = [cls._to_ros(v) for v in value]
+            elif kinds.get(key) == "octet" and isinstance(value, int):
+                value = bytes([value])
             setattr(ros, key, value)
         return ros
 
     @classmethod
     def _from_ros(cls, msg_type: type, ros: Any) -> Any:
-        hints = msg_type.__annotations__
         out = {}
-        for key in hints:
+        for key in msg_type.__annotations__:
             value = getattr(ros, key)
             default = getattr(msg_type(), key)
             if hasattr(default, "__idl_typename__"):
                 value = cls._from_ros(type(default), value)
+            elif isinstance(value, bytes) and len(value) == 1:
+                value = value[0]
             elif not isinstance(value, (str, bool, int, float)):
                 value = list(value)
             out[key] = value
         return msg_type(**out)
 
-    def publisher(self, name: str, msg_type: type) -> Callable[[Any], None]:
-        pub = self.node.create_publisher(self._ros_type(msg_type), name, 10)
+    def _qos(self, qos: Any, where: str) -> Any:
+        from rclpy.qos import (
+            DurabilityPolicy,
+            HistoryPolicy,
+            QoSProfile,
+            ReliabilityPolicy,
+            qos_profile_sensor_data,
+        )
+
+        spec = qos_spec(qos, where)
+        if spec == "sensor_data":
+            return qos_profile_sensor_data
+        if spec == "default":
+            return QoSProfile(depth=10)
+        return QoSProfile(
+            reliability=ReliabilityPolicy.RELIABLE
+            if spec["reliability"] == "reliable"
+            else ReliabilityPolicy.BEST_EFFORT,
+            durability=DurabilityPolicy.VOLATILE
+            if spec["durability"] == "volatile"
+            else DurabilityPolicy.TRANSIENT_LOCAL,
+            history=HistoryPolicy.KEEP_LAST
+            if spec["history"] == "keep_last"
+            else HistoryPolicy.KEEP_ALL,
+            depth=int(spec["depth"]),
+        )
+
+    def publisher(self, name: str, msg_type: type, qos: Any = "default") -> Callable[[Any], None]:
+        from rclpy.qos_overriding_options import QoSOverridingOptions
+
+        pub = self.node.create_publisher(
+            self._ros_type(msg_type),
+            name,
+            self._qos(qos, f"qos of {name}"),
+            qos_overriding_options=QoSOverridingOptions.with_default_policies(),
+        )
         return lambda msg: pub.publish(self._to_ros(msg))
 
-    def subscribe(self, name: str, msg_type: type, callback: Callable[[Any], None]) -> Any:
+    def subscribe(
+        self, name: str, msg_type: type, callback: Callable[[Any], None], qos: Any = "default"
+    ) -> Any:
+        from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+        from rclpy.qos_overriding_options import QoSOverridingOptions
+
         return self.node.create_subscription(
-            self._ros_type(msg_type), name, lambda m: callback(self._from_ros(msg_type, m)), 10
+            self._ros_type(msg_type),
+            name,
+            lambda m: callback(self._from_ros(msg_type, m)),
+            self._qos(qos, f"qos of {name}"),
+            callback_group=MutuallyExclusiveCallbackGroup(),
+            qos_overriding_options=QoSOverridingOptions.with_default_policies(),
         )
 
     def matched(self, handle: Any) -> int:
         return handle.get_publisher_count() if hasattr(handle, "get_publisher_count") else 1
 
+    # -- what only a node has ----------------------------------------------------------------
+    def service(
+        self, name: str, kind: str, handler: Callable[[bool | None], tuple[bool, str]]
+    ) -> Any:
+        """A `std_srvs/Trigger` (`kind="trigger"`, handler gets None) or `std_srvs/SetBool`
+        (`kind="set_bool"`, handler gets the request's bool) service."""
+        from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+        from std_srvs.srv import SetBool, Trigger
+
+        srv_type = {"trigger": Trigger, "set_bool": SetBool}[kind]
+
+        def serve(request: Any, response: Any) -> Any:
+            try:
+                response.success, response.message = handler(getattr(request, "data", None))
+            except Exception as exc:  # answer the caller rather than leave it waiting
+                response.success, response.message = False, f"{type(exc).__name__}: {exc}"
+            return response
+
+        srv = self.node.create_service(
+            srv_type, name, serve, callback_group=MutuallyExclusiveCallbackGroup()
+        )
+        self._keep.append(srv)
+        return srv
+
+    def declare_parameters(self, params: Mapping[str, Param]) -> dict[str, Any]:
+        """Declare each parameter with roborl's value as default; return the values in force
+        (`--ros-args -p` and `--params-file` win), checked against the default's type."""
+        from rcl_interfaces.msg import ParameterDescriptor
+
+        out = {}
+        for name, p in params.items():
+            descriptor = ParameterDescriptor(
+                description=p.description, read_only=True, dynamic_typing=True
+            )
+            value = self.node.declare_parameter(name, p.value, descriptor).value
+            out[name] = _check_type(self.node.get_fully_qualified_name(), name, value, p.value)
+        return out
+
+    def log(self, level: int, message: str) -> None:
+        logging.getLogger("roborl.robots.node").log(level, message)
+
+    def now(self) -> float:
+        return self.node.get_clock().now().nanoseconds * 1e-9
+
+    @property
+    def use_sim_time(self) -> bool:
+        return bool(self.node.get_parameter("use_sim_time").value)
+
+    def lifecycle_state(self) -> str:
+        machine = getattr(self.node, "_state_machine", None)
+        return machine.current_state[1] if machine is not None else "active"
+
+    def trigger(self, transition: str) -> bool:
+        """Run a lifecycle transition from roborl itself (auto-activation)."""
+        from rclpy.lifecycle import TransitionCallbackReturn
+
+        if transition not in LIFECYCLE_TRANSITIONS:
+            raise RobotError(f"unknown lifecycle transition {transition!r}.")
+        result = getattr(self.node, f"trigger_{transition}")()
+        return result == TransitionCallbackReturn.SUCCESS
+
     def close(self) -> None:
-        self._executor.shutdown()
+        if self._closed:
+            return
+        self._closed = True
+        if self.node in _BRIDGE.nodes:
+            _BRIDGE.nodes.remove(self.node)
+        self._executor.shutdown(timeout_sec=5.0)
         self.node.destroy_node()
+        self._context.try_shutdown()
+        self._thread.join(5.0)
+
+
+def _check_type(node: str, name: str, value: Any, default: Any) -> Any:
+    """A parameter's value in the default's type (ints allowed for floats, lists by item)."""
+
+    def bad(expected: str) -> ConfigError:
+        return ConfigError(
+            f"parameter {name}:={value!r} of {node} has the wrong type: expected {expected}."
+        )
+
+    if default is None or value is None:
+        return value
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise bad("true or false")
+        return value
+    if isinstance(default, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise bad("a number")
+        if isinstance(default, float):
+            return float(value)
+        if value != int(value):
+            raise bad("an integer")
+        return int(value)
+    if isinstance(default, str):
+        if not isinstance(value, str):
+            raise bad("a string")
+        return value
+    if isinstance(default, (list, tuple)):
+        if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+            raise bad("a list")
+        items = list(value)
+        kinds = {type(v) for v in default}
+        if kinds and kinds <= {int, float}:
+            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in items):
+                raise bad("a list of numbers")
+            return [float(v) for v in items]
+        if kinds == {str} and not all(isinstance(v, str) for v in items):
+            raise bad("a list of strings")
+        return items
+    return value

@@ -1,18 +1,41 @@
-"""Transports for the ROS 2 bridge: rclpy where ROS 2 is installed, plain DDS elsewhere.
+"""Transports for the ROS 2 bridge: rclpy (first-class) where importable, plain DDS elsewhere.
 
-Both expose the same tiny surface (`publisher(topic, type)`, `subscribe(topic, type, cb)`,
-`close()`) with ROS 2 names ("/joint_states") and the message dataclasses of `msgs`, so the
-driver and nodes do not know which one runs. `rclpy_transport.RclpyTransport` is the real
-ROS 2 node; `dds_transport.DDSTransport` speaks the wire protocol without ROS 2.
+Both expose the same small surface (`publisher(topic, type)`, `subscribe(topic, type, cb)`,
+`matched(handle)`, `close()`) with ROS 2 names ("/joint_states") and the message dataclasses of
+`msgs`, so the driver and nodes do not know which one runs. `rclpy_transport.RclpyTransport`
+is a real ROS 2 node and adds what only a node has: parameters, services, per-topic QoS, the
+node clock (`use_sim_time`), `/rosout` logging and a lifecycle. `dds_transport.DDSTransport`
+speaks the wire protocol without ROS 2: the helpers here give it the same calls, with the
+parameter defaults as values, no services, and the fixed QoS (reliable, keep-last 10,
+volatile); asking it for more is a clear `ConfigError` rather than a silent downgrade.
 """
 
 from __future__ import annotations
 
 import importlib
+import logging
 import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from roborl.core.errors import ConfigError
+
+log = logging.getLogger("roborl.robots.transport")
+
+QOS_KEYS = ("reliability", "durability", "depth", "history")
+QOS_CHOICES = {
+    "reliability": ("reliable", "best_effort"),
+    "durability": ("volatile", "transient_local"),
+    "history": ("keep_last", "keep_all"),
+}
+#: ROS 2's default topic QoS, which is also the only one the DDS transport offers.
+DEFAULT_QOS = {
+    "reliability": "reliable",
+    "durability": "volatile",
+    "depth": 10,
+    "history": "keep_last",
+}
 
 
 def domain_id() -> int:
@@ -41,24 +64,188 @@ def rclpy_available() -> bool:
     return True
 
 
-def make_transport(kind: str = "auto", node_name: str = "roborl") -> Any:
-    """`auto` picks rclpy when importable, else DDS."""
+def split_ros_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Split a command line into roborl's `key=value` overrides and ROS 2 arguments.
+
+    ROS arguments are everything from `--ros-args` up to an optional `--` (several blocks are
+    allowed, as in ROS 2); `--params-file FILE` is also accepted outside a block, as shorthand.
+    The ROS part is returned without the `--ros-args` markers.
+    """
+    own: list[str] = []
+    ros: list[str] = []
+    inside = False
+    items = list(argv)
+    i = 0
+    while i < len(items):
+        arg = items[i]
+        if arg == "--ros-args":
+            inside = True
+        elif inside and arg == "--":
+            inside = False
+        elif inside:
+            ros.append(arg)
+        elif arg == "--params-file":
+            if i + 1 >= len(items):
+                raise ConfigError("--params-file needs a YAML file: --params-file FILE.yaml")
+            ros += [arg, items[i + 1]]
+            i += 1
+        else:
+            own.append(arg)
+        i += 1
+    if "--params-file" in ros:
+        for k, arg in enumerate(ros[:-1]):
+            if arg == "--params-file" and not os.path.isfile(ros[k + 1]):
+                raise ConfigError(f"--params-file {ros[k + 1]!r}: no such file.")
+    return own, ros
+
+
+def qos_spec(value: Any, where: str) -> str | dict[str, Any]:
+    """Validate a QoS setting from a robot config: `default`, `sensor_data` (ROS 2's profile:
+    best effort, keep-last 5, volatile) or a mapping of reliability / durability / depth /
+    history. Returned normalised: the profile name or a complete mapping."""
+    if value is None or value == "default":
+        return "default"
+    if value == "sensor_data":
+        return "sensor_data"
+    if isinstance(value, str) and value in QOS_CHOICES["reliability"]:
+        return {**DEFAULT_QOS, "reliability": value}
+    if not isinstance(value, Mapping):
+        raise ConfigError(
+            f"{where}={value!r}: accepted are default, sensor_data, reliable, best_effort, or a "
+            f"mapping with keys {', '.join(QOS_KEYS)}."
+        )
+    bad = [k for k in value if k not in QOS_KEYS]
+    if bad:
+        raise ConfigError(f"{where} has unknown keys {bad}: accepted are {', '.join(QOS_KEYS)}.")
+    out = {**DEFAULT_QOS, **dict(value)}
+    for key, choices in QOS_CHOICES.items():
+        if out[key] not in choices:
+            raise ConfigError(f"{where}.{key}={out[key]!r}: accepted are {', '.join(choices)}.")
+    depth = out["depth"]
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+        raise ConfigError(f"{where}.depth={depth!r} must be an integer >= 1.")
+    return out
+
+
+def is_default_qos(spec: str | Mapping[str, Any]) -> bool:
+    return spec == "default" or spec == DEFAULT_QOS
+
+
+@dataclass
+class Param:
+    """A ROS parameter to declare: its default (from the Hydra config) and what it does.
+
+    Read-only: roborl reads its parameters once, at start-up, so a later `ros2 param set`
+    is refused instead of silently having no effect.
+    """
+
+    value: Any
+    description: str
+
+
+def make_transport(
+    kind: str = "auto",
+    node_name: str = "roborl",
+    *,
+    namespace: str = "",
+    ros_args: Sequence[str] = (),
+    lifecycle: Mapping[str, Callable[[], bool]] | None = None,
+) -> Any:
+    """`auto` picks rclpy when importable, else DDS.
+
+    `ros_args` (what followed `--ros-args`) go to `rclpy.init`; `lifecycle` maps transition
+    names (configure, activate, deactivate, cleanup, shutdown) to handlers and makes the node
+    a managed lifecycle node. The DDS transport has neither: it refuses ROS arguments (use
+    key=value overrides) and runs a lifecycle node's work at once.
+    """
     if kind == "auto":
         kind = "rclpy" if rclpy_available() else "dds"
     if kind == "dds":
+        if ros_args:
+            raise ConfigError(
+                f"ROS arguments {' '.join(ros_args)!r} need a ROS 2 node, but transport=dds "
+                "has none: give the same settings as key=value overrides (e.g. rate_hz=200), "
+                "or use transport=rclpy (pip install roborl[ros2])."
+            )
         from roborl.robots.dds_transport import DDSTransport
 
         return DDSTransport(node_name)
     if kind == "rclpy":
         if not rclpy_available():
             raise ConfigError(
-                "transport=rclpy but `import rclpy` fails: source your ROS 2 install "
-                "(e.g. /opt/ros/jazzy/setup.bash) or use transport=dds or transport=auto."
+                "transport=rclpy but `import rclpy` fails: install roborl[ros2] (ROS 2's rclpy "
+                "wheels from PyPI) or source your ROS 2 install (e.g. /opt/ros/jazzy/setup.bash), "
+                "or use transport=dds."
             )
         from roborl.robots.rclpy_transport import RclpyTransport
 
-        return RclpyTransport(node_name)
+        return RclpyTransport(
+            node_name, namespace=namespace, ros_args=list(ros_args), lifecycle=lifecycle
+        )
     raise ConfigError(f"unknown transport {kind!r}: accepted are auto, rclpy, dds.")
+
+
+# -- the same calls on either transport --------------------------------------------------------
+
+
+def publisher(t: Any, topic: str, msg_type: type, qos: Any = "default") -> Callable[[Any], None]:
+    if getattr(t, "name", "") == "rclpy":
+        return t.publisher(topic, msg_type, qos=qos)
+    _dds_qos(qos, topic)
+    return t.publisher(topic, msg_type)
+
+
+def subscribe(
+    t: Any, topic: str, msg_type: type, callback: Callable[[Any], None], qos: Any = "default"
+) -> Any:
+    if getattr(t, "name", "") == "rclpy":
+        return t.subscribe(topic, msg_type, callback, qos=qos)
+    _dds_qos(qos, topic)
+    return t.subscribe(topic, msg_type, callback)
+
+
+def _dds_qos(qos: Any, topic: str) -> None:
+    if not is_default_qos(qos_spec(qos, f"qos of {topic}")):
+        raise ConfigError(
+            f"QoS {qos!r} for {topic} needs transport=rclpy: the dds transport is fixed to "
+            "ROS 2's default (reliable, keep-last 10, volatile). Install roborl[ros2] or set "
+            "this topic's QoS to default."
+        )
+
+
+def declare_parameters(t: Any, params: Mapping[str, Param]) -> dict[str, Any]:
+    """Declare ROS parameters on the node and return their values (ROS arguments and params
+    files override the defaults); without a node (DDS) the defaults are the values."""
+    if hasattr(t, "declare_parameters"):
+        return t.declare_parameters(params)
+    return {name: p.value for name, p in params.items()}
+
+
+def add_service(
+    t: Any, name: str, kind: str, handler: Callable[[bool | None], tuple[bool, str]]
+) -> bool:
+    """A `std_srvs` service (`trigger` or `set_bool`); False when the transport has none."""
+    if hasattr(t, "service"):
+        t.service(name, kind, handler)
+        return True
+    return False
+
+
+def node_log(t: Any, level: int, message: str) -> None:
+    """Log through the node's logger (so it reaches /rosout) and roborl's Python logger."""
+    if hasattr(t, "log"):
+        t.log(level, message)
+    else:
+        logging.getLogger("roborl.robots.node").log(level, message)
+
+
+def now(t: Any) -> float:
+    """The node's clock in seconds: sim time from /clock when `use_sim_time` is set."""
+    if hasattr(t, "now"):
+        return float(t.now())
+    import time
+
+    return time.time()
 
 
 def __getattr__(name: str) -> Any:
