@@ -1,4 +1,5 @@
-"""`roborl report` on synthetic run directories agrees with rliable computed directly."""
+"""`roborl report`: agrees with rliable called directly, aggregates across tasks only on
+normalised scores, compares methods on shared tasks, labels curves with the run's clock."""
 
 from __future__ import annotations
 
@@ -15,11 +16,13 @@ from rliable import metrics
 
 from roborl.core.errors import ConfigError
 from roborl.plugins.report import aggregate
+from roborl.plugins.report.aggregate import learning_curves, load_run
 
 ALGOS = ("algo_a", "algo_b")
 ENVS = ("Hopper-v5", "Walker2d-v5")
 SEEDS = range(5)
 STEPS = (1000, 2000, 3000)
+REFS = {"Hopper-v5": {"random": 10.0, "reference": 210.0}, "Walker2d-v5": {"random": -5.0, "reference": 295.0}}  # fmt: skip
 
 
 def _curve(algo: str, env: str, seed: int) -> list[float]:
@@ -30,34 +33,43 @@ def _curve(algo: str, env: str, seed: int) -> list[float]:
     return [round(float(v), 3) for v in c]
 
 
+def _write_run(d: Path, algo: str, env: str, seed: int, curve: list[float], **summary) -> None:
+    d.mkdir(parents=True)
+    lines = [{"step": 500, "updates": 0, "train/episode_return": 1.0}]
+    for step, ret in zip(STEPS, curve):
+        rec = {"step": step, "updates": step, "eval/return_mean": ret, "eval/return_std": 1.0}
+        rec["eval/success_rate"] = float(ret > 150)
+        lines.append(rec)
+    (d / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    base = {"algo": algo, "env": env, "seed": seed, "steps": 3000, "updates": 3000}
+    base["final_eval_return"] = curve[-1]
+    (d / "summary.json").write_text(json.dumps({**base, **summary}))
+
+
 def _write_runs(root: Path) -> dict[tuple[str, str, int], list[float]]:
     truth = {}
     for algo in ALGOS:
         for env in ENVS:
             for seed in SEEDS:
-                d = root / f"{algo}_{env}_s{seed}"
-                d.mkdir(parents=True)
                 curve = _curve(algo, env, seed)
                 truth[(algo, env, seed)] = curve
-                lines = [{"step": 500, "train/episode_return": 1.0}]
-                for step, ret in zip(STEPS, curve):
-                    rec = {"step": step, "eval/return_mean": ret, "eval/return_std": 1.0}
-                    rec["eval/success_rate"] = float(ret > 150)
-                    lines.append(rec)
-                (d / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
-                summary = {"algo": algo, "env": env, "seed": seed, "steps": 3000}
-                summary["final_eval_return"] = curve[-1]
-                (d / "summary.json").write_text(json.dumps(summary))
+                _write_run(root / f"{algo}_{env}_s{seed}", algo, env, seed, curve)
     return truth
 
 
-def _direct(truth: dict, pick: int | str, reps: int) -> tuple[dict, dict]:
+def _normalised(env: str, value: float) -> float:
+    ref = REFS[env]
+    return 100.0 * (value - ref["random"]) / (ref["reference"] - ref["random"])
+
+
+def _direct(truth: dict, pick: str, reps: int) -> tuple[dict, dict]:
+    """rliable's IQM on the min-max normalised (runs x tasks) matrices, as a user would."""
     scores = {}
     for algo in ALGOS:
         cols = []
         for env in sorted(ENVS):
             vals = [truth[(algo, env, s)] for s in SEEDS]
-            cols.append([v[-1] if pick == "final" else max(v) for v in vals])
+            cols.append([_normalised(env, v[-1] if pick == "final" else max(v)) for v in vals])
         scores[algo] = np.array(cols).T  # runs x tasks
     np.random.seed(0)  # rliable 1.2 resamples with NumPy's global generator
     return rly.get_interval_estimates(
@@ -68,30 +80,21 @@ def _direct(truth: dict, pick: int | str, reps: int) -> tuple[dict, dict]:
     )
 
 
-def test_cli_report_matches_rliable_iqm_and_ci(tmp_path: Path) -> None:
+def test_cli_report_with_refs_matches_rliable_on_normalised_scores(tmp_path: Path) -> None:
     truth = _write_runs(tmp_path / "runs")
+    refs = tmp_path / "refs.yaml"
+    refs.write_text("".join(f"{k}: {json.dumps(v)}\n" for k, v in REFS.items()))
     out = tmp_path / "report"
+    # the older flag spellings (--out, --reps, --seed) still work beside key=value
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "roborl.core.cli",
-            "report",
-            str(tmp_path / "runs"),
-            "--out",
-            str(out),
-            "--reps",
-            "500",
-            "--seed",
-            "0",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+        [sys.executable, "-m", "roborl.core.cli", "report", str(tmp_path / "runs"),
+         "--out", str(out), "--reps", "500", "--seed", "0", f"refs={refs}"],
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     result = json.loads((out / "report.json").read_text())
-    assert result["metric"] == "return"
+    assert result["metric"] == "normalized_return" and result["cross_task"]
+    assert result["normalization"]["kind"] == "refs"
     assert len(result["runs"]) == 20
     for which in ("final", "best"):
         points, cis = _direct(truth, which, 500)
@@ -101,19 +104,89 @@ def test_cli_report_matches_rliable_iqm_and_ci(tmp_path: Path) -> None:
             assert got["ci_low"] == pytest.approx(cis[algo][0][0], rel=1e-9)
             assert got["ci_high"] == pytest.approx(cis[algo][1][0], rel=1e-9)
             assert got["ci_low"] <= got["point"] <= got["ci_high"]
-    # the best evaluation is never below the final one
-    for algo in ALGOS:
+    for algo in ALGOS:  # the best evaluation is never below the final one
         assert (
             result["aggregates"]["best"][algo]["mean"]["point"]
             >= result["aggregates"]["final"][algo]["mean"]["point"]
         )
-    assert "success_rate" in result["extra"]
+    assert "success_rate" in result["extra"]  # on one scale in every task: aggregated
     md = (out / "report.md").read_text()
-    assert "algo_a" in md and "IQM [95% CI]" in md
-    assert "<table>" in (out / "report.html").read_text()
-    for name in ("aggregates_final.png", "performance_profile.png"):
+    assert "algo_a" in md and "IQM [95% CI]" in md and "refs.yaml" in md
+    html = (out / "report.html").read_text()
+    assert "<table>" in html and "How to read this" in html
+    assert "src='data:image/png;base64," in html and "src='aggregates" not in html
+    for name in ("aggregates_final.png", "per_task_final.png", "performance_profile.png"):
         assert (out / name).read_bytes()[:4] == b"\x89PNG"
     assert len(list(out.glob("learning_curve_*.png"))) == len(ENVS)
+
+
+def test_raw_returns_of_different_scales_are_never_aggregated_across_tasks(
+    tmp_path: Path,
+) -> None:
+    """Task "Big" scores in the thousands, "Small" in the tens. algo_a is ahead on Big by a
+    few percent, algo_b far ahead on Small: a raw runs x tasks IQM would crown algo_a."""
+    rs = np.random.RandomState(0)
+    for algo, big, small in (("algo_a", 3100.0, 12.0), ("algo_b", 3000.0, 60.0)):
+        for task, level in (("Big-v0", big), ("Small-v0", small)):
+            for seed in range(4):
+                c = [level * f + rs.rand() for f in (0.3, 0.8, 1.0)]
+                _write_run(tmp_path / "runs" / f"{algo}_{task}_{seed}", algo, task, seed, c)
+    res = aggregate([tmp_path / "runs"], reps=200)
+    assert res["metric"] == "return" and not res["cross_task"]
+    assert res["aggregates"] == {} and res["extra"].get("return") is None
+    assert "No aggregate across tasks" in res["note"] and "refs=FILE" in res["note"]
+    per = res["per_task_aggregates"]["final"]
+    assert set(per) == {"Big-v0", "Small-v0"}
+    assert per["Big-v0"]["algo_a"]["iqm"]["point"] > per["Big-v0"]["algo_b"]["iqm"]["point"]
+    assert per["Small-v0"]["algo_b"]["iqm"]["point"] > 4 * per["Small-v0"]["algo_a"]["iqm"]["point"]
+    # the files say the same: no cross-task table or plot, per-task ones instead
+    from roborl.plugins.report.cli import write_report
+
+    out = tmp_path / "report"
+    write_report([tmp_path / "runs"], out, reps=200)
+    md = (out / "report.md").read_text()
+    assert "No aggregate across tasks" in md
+    assert "| return | final |" not in md  # (success rate, on one scale everywhere, may be)
+    assert not list(out.glob("aggregates_*.png")) and not (out / "performance_profile.png").exists()
+    assert (out / "per_task_final.png").exists()
+    # with declared random and reference scores the same runs are aggregated, normalised
+    refs = {"Big-v0": {"random": 0.0, "reference": 3000.0}, "Small-v0": {"random": 0.0, "reference": 60.0}}  # fmt: skip
+    norm = aggregate([tmp_path / "runs"], reps=200, refs=refs)
+    assert norm["metric"] == "normalized_return" and norm["cross_task"]
+    iqm = {a: norm["aggregates"]["final"][a]["iqm"]["point"] for a in ("algo_a", "algo_b")}
+    assert iqm["algo_b"] > iqm["algo_a"]  # normalised, Small counts as much as Big
+
+
+def test_methods_are_compared_on_shared_tasks_only(tmp_path: Path) -> None:
+    _write_runs(tmp_path / "runs")
+    for seed in range(3):  # algo_c ran Hopper only, and on a normalised scale
+        _write_run(tmp_path / "runs" / f"c_{seed}", "algo_c", "Hopper-v5", seed, [10.0, 20.0, 500.0 + seed])  # fmt: skip
+    res = aggregate([tmp_path / "runs"], reps=200, refs=REFS)
+    assert res["shared_tasks"] == ["Hopper-v5"]
+    assert res["missing"] == {"algo_c": ["Walker2d-v5"]}
+    assert "algo_c lacks Walker2d-v5" in res["note"]
+    assert res["tasks"] == {a: ["Hopper-v5"] for a in ("algo_a", "algo_b", "algo_c")}
+    # algo_a's aggregate is over its Hopper runs only: equal to the per-task value
+    assert (
+        res["aggregates"]["final"]["algo_a"]["iqm"]
+        == (res["per_task_aggregates"]["final"]["Hopper-v5"]["algo_a"]["iqm"])
+    )
+
+
+def test_offline_runs_plot_against_gradient_updates(tmp_path: Path) -> None:
+    _write_run(tmp_path / "off", "iql", "Hopper-v5", 0, [1.0, 2.0, 3.0], steps=0, updates=3000)
+    metrics_path = tmp_path / "off" / "metrics.jsonl"
+    recs = [json.loads(x) for x in metrics_path.read_text().splitlines()]
+    for r in recs:  # an offline run steps no env: every event is at step 0
+        r["step"] = 0
+    metrics_path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    run = load_run(tmp_path / "off")
+    assert run.x_label == "gradient updates"
+    assert run.curves["return"][0].tolist() == [1000.0, 2000.0, 3000.0]
+    _write_run(tmp_path / "on", "sac", "Hopper-v5", 0, [1.0, 2.0, 3.0])
+    assert load_run(tmp_path / "on").x_label == "env steps"
+    curves = learning_curves([run], reps=50)
+    assert curves[("iql", "Hopper-v5")]["x_label"] == "gradient updates"
 
 
 def test_python_api_and_bad_input(tmp_path: Path) -> None:
@@ -128,3 +201,10 @@ def test_python_api_and_bad_input(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(ConfigError, match="no run directories"):
         aggregate([tmp_path / "empty"], reps=200)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("Hopper-v5: {random: 1.0}\n")
+    with pytest.raises(ConfigError, match="needs both 'random' and 'reference'"):
+        aggregate([tmp_path / "runs"], refs=bad, reps=200)
+    bad.write_text("Ant-v5: {random: 1.0, reference: 2.0}\n")
+    with pytest.raises(ConfigError, match="names the tasks Ant-v5"):
+        aggregate([tmp_path / "runs"], refs=bad, reps=200)
