@@ -1,4 +1,5 @@
-"""`roborl train robot=ros2` end to end: SAC learns online from `sim-robot` over loopback DDS.
+"""`roborl train robot=ros2` end to end: SAC learns online from `sim-robot` over loopback, with
+both transports (raw DDS, and rclpy: real ROS 2 nodes from the PyPI wheels).
 
 The robot is a separate process (MuJoCo InvertedPendulum behind ROS 2 topics, frozen in its
 terminal state until the trainer's reset routine asks for a new episode, like a real robot);
@@ -12,6 +13,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from roborl.core.checkpoint import load_checkpoint
@@ -20,12 +22,13 @@ START = 90.0
 STEPS = 300
 
 
-def test_train_sac_against_sim_robot_over_dds(ros_env, nodes, tmp_path) -> None:
+@pytest.mark.parametrize("transport", ["dds", "rclpy"])
+def test_train_sac_against_sim_robot(transport: str, ros_env, nodes, tmp_path) -> None:
     sim = nodes(
         [
             "sim-robot",
             "env=inverted_pendulum",
-            "transport=dds",
+            f"transport={transport}",
             "rate_hz=100",
             "on_terminate=hold",
         ],
@@ -41,7 +44,7 @@ def test_train_sac_against_sim_robot_over_dds(ros_env, nodes, tmp_path) -> None:
             "train",
             "algo=sac",
             "robot=ros2",
-            "robot.transport=dds",
+            f"robot.transport={transport}",
             "robot.rate_hz=100",
             "robot.connect_timeout_s=60",
             "robot.max_episode_steps=100",
@@ -73,6 +76,8 @@ def test_train_sac_against_sim_robot_over_dds(ros_env, nodes, tmp_path) -> None:
     assert summary["final_eval_return"] is not None
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert any("train/critic_loss" in r for r in rows)
+    # The robot collector ran the episodes (whole episodes, updates while the robot holds).
+    assert any("robot/policy_time_max_s" in r for r in rows)
     assert max(r["step"] for r in rows) == STEPS
     assert (run_dir / "config.yaml").is_file()
     ckpt = load_checkpoint(run_dir / "checkpoints" / "last.pt")
