@@ -1,0 +1,216 @@
+"""roborl's raw Cyclone DDS transport against a plain ROS 2 node on ROS 2's default RMW.
+
+The peer is an independent rclpy node written here (it imports only rclpy and ROS message
+packages, no roborl code), run as a subprocess of this venv's Python with `rmw_fastrtps_cpp`
+(Fast DDS 3, the default RMW of Jazzy and Kilted). Cyclone used to discover such a node yet
+exchange no data with it in either direction (it tried to use Fast DDS's XTypes type
+information, which it rejects); these tests fail if that comes back. Each direction waits for
+discovery by resending until the other side has the data, with generous deadlines.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+from roborl.robots import msgs
+from roborl.robots.dds_transport import DDSTransport
+
+# A plain ROS 2 node: `talk` publishes JointState at 50 Hz; `listen` prints each received
+# JointState / Float64MultiArray as a JSON line and exits once it has three of each.
+PEER = textwrap.dedent(
+    """
+    import json, sys, time
+    import rclpy
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray, MultiArrayDimension
+
+    mode, seconds = sys.argv[1], float(sys.argv[2])
+    rclpy.init()
+    node = rclpy.create_node("plain_rclpy_peer")
+    deadline = time.monotonic() + seconds
+    if mode == "talk":
+        pub = node.create_publisher(JointState, "/interop/joint_states", 10)
+        k = 0
+        while time.monotonic() < deadline:
+            msg = JointState()
+            msg.header.stamp.sec, msg.header.stamp.nanosec = 1234, 567890 + k
+            msg.header.frame_id = "base_link"
+            msg.name = ["slider", "hinge", "wrist_3"]
+            msg.position = [0.25, -1.5, 3.0]
+            msg.velocity = [0.1, 0.2, -0.3]
+            msg.effort = []
+            pub.publish(msg)
+            k += 1
+            rclpy.spin_once(node, timeout_sec=0.02)
+        print(json.dumps({"sent": k, "subscriptions": pub.get_subscription_count()}), flush=True)
+    else:
+        got = {"joint_state": 0, "commands": 0}
+        def on_js(m):
+            got["joint_state"] += 1
+            print(json.dumps({"topic": "joint_state", "sec": m.header.stamp.sec,
+                "nanosec": m.header.stamp.nanosec, "frame_id": m.header.frame_id,
+                "name": list(m.name), "position": list(m.position),
+                "velocity": list(m.velocity), "effort": list(m.effort)}), flush=True)
+        def on_fa(m):
+            got["commands"] += 1
+            print(json.dumps({"topic": "commands",
+                "dim": [[d.label, d.size, d.stride] for d in m.layout.dim],
+                "data_offset": m.layout.data_offset, "data": list(m.data)}), flush=True)
+        node.create_subscription(JointState, "/interop/js_in", on_js, 10)
+        node.create_subscription(Float64MultiArray, "/interop/commands_in", on_fa, 10)
+        print(json.dumps({"ready": True}), flush=True)
+        while time.monotonic() < deadline and min(got.values()) < 3:
+            rclpy.spin_once(node, timeout_sec=0.05)
+        print(json.dumps({"done": got}), flush=True)
+    node.destroy_node()
+    rclpy.shutdown()
+    """
+)
+
+
+@pytest.fixture
+def fastdds_env(ros_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """ros_env (own domain, loopback Cyclone) plus the peer's side: Fast DDS, localhost only."""
+    monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    monkeypatch.delenv("ROS_LOCALHOST_ONLY", raising=False)
+    env = dict(
+        ros_env, ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST", RMW_IMPLEMENTATION="rmw_fastrtps_cpp"
+    )
+    env.pop("ROS_LOCALHOST_ONLY", None)
+    return env
+
+
+def _peer(mode: str, seconds: float, env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", PEER, mode, str(seconds)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _finish(proc: subprocess.Popen) -> tuple[list[dict], str]:
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    lines = [json.loads(ln) for ln in out.splitlines() if ln.startswith("{")]
+    return lines, err
+
+
+def test_rclpy_joint_state_reaches_dds_transport(fastdds_env: dict[str, str]) -> None:
+    """rclpy (Fast DDS) publishes JointState -> roborl's DDSTransport decodes every field."""
+    peer = _peer("talk", 60.0, fastdds_env)
+    transport = DDSTransport("interop_listener")
+    got: list[msgs.JointState] = []
+    lock = threading.Lock()
+
+    def keep(msg: msgs.JointState) -> None:
+        with lock:
+            got.append(msg)
+
+    try:
+        reader = transport.subscribe("/interop/joint_states", msgs.JointState, keep)
+        deadline = time.monotonic() + 50
+        while time.monotonic() < deadline and peer.poll() is None:
+            with lock:
+                if len(got) >= 5:
+                    break
+            time.sleep(0.05)
+        matched = transport.matched(reader)
+        with lock:
+            received = list(got)
+    finally:
+        transport.close()
+        peer.terminate()
+        _, err = _finish(peer)
+    assert matched >= 1, f"Cyclone never matched the Fast DDS writer; peer stderr: {err[-2000:]}"
+    assert len(received) >= 5, f"matched but got {len(received)} samples; stderr: {err[-2000:]}"
+    first = received[0]
+    assert first.header.stamp.sec == 1234 and first.header.stamp.nanosec >= 567890
+    assert first.header.frame_id == "base_link"
+    assert list(first.name) == ["slider", "hinge", "wrist_3"]
+    assert list(first.position) == [0.25, -1.5, 3.0]
+    assert list(first.velocity) == [0.1, 0.2, -0.3]
+    assert list(first.effort) == []
+    # Samples arrive in order, one per rclpy publish (nanosec counts them).
+    stamps = [m.header.stamp.nanosec for m in received]
+    assert stamps == sorted(stamps) and len(set(stamps)) == len(stamps)
+
+
+def test_dds_transport_joint_state_and_commands_reach_rclpy(
+    fastdds_env: dict[str, str],
+) -> None:
+    """roborl's DDSTransport publishes JointState and Float64MultiArray -> rclpy decodes them."""
+    peer = _peer("listen", 90.0, fastdds_env)
+    lines: list[dict] = []
+    ready = threading.Event()
+
+    def read() -> None:
+        for ln in peer.stdout:
+            if ln.startswith("{"):
+                item = json.loads(ln)
+                lines.append(item)
+                if item.get("ready"):
+                    ready.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    assert ready.wait(60), "the rclpy peer did not start"
+    transport = DDSTransport("interop_talker")
+    js_pub = transport.publisher("/interop/js_in", msgs.JointState)
+    fa_pub = transport.publisher("/interop/commands_in", msgs.Float64MultiArray)
+    js = msgs.JointState(
+        header=msgs.Header(stamp=msgs.Time(42, 7), frame_id="roborl"),
+        name=["slider", "hinge"],
+        position=[0.5, -0.25],
+        velocity=[1.0, 2.0],
+        effort=[],
+    )
+    fa = msgs.Float64MultiArray(
+        layout=msgs.MultiArrayLayout(dim=[msgs.MultiArrayDimension("joints", 2, 2)]),
+        data=[0.75, -1.25],
+    )
+    try:
+        deadline = time.monotonic() + 80
+        while time.monotonic() < deadline and peer.poll() is None:
+            js_pub(js)
+            fa_pub(fa)
+            time.sleep(0.05)
+    finally:
+        transport.close()
+        peer.terminate()
+        peer.wait(timeout=60)
+        reader.join(timeout=30)
+        err = peer.stderr.read()
+    done = [x["done"] for x in lines if "done" in x]
+    assert done and done[0]["joint_state"] >= 3 and done[0]["commands"] >= 3, (
+        f"rclpy (Fast DDS) received {done or 'nothing'} from DDSTransport; stderr: {err[-2000:]}"
+    )
+    js_seen = next(x for x in lines if x.get("topic") == "joint_state")
+    assert js_seen == {
+        "topic": "joint_state",
+        "sec": 42,
+        "nanosec": 7,
+        "frame_id": "roborl",
+        "name": ["slider", "hinge"],
+        "position": [0.5, -0.25],
+        "velocity": [1.0, 2.0],
+        "effort": [],
+    }
+    fa_seen = next(x for x in lines if x.get("topic") == "commands")
+    assert fa_seen == {
+        "topic": "commands",
+        "dim": [["joints", 2, 2]],
+        "data_offset": 0,
+        "data": [0.75, -1.25],
+    }
