@@ -70,6 +70,27 @@ class DDSTransport:
     writers, topics, conditions and waitset) from the calling thread. Open transports are kept
     in a module registry, so garbage collection never tears DDS entities down implicitly; an
     atexit hook closes whatever the program left open.
+
+    Interop with Fast DDS 3 (rclpy/rclcpp on `rmw_fastrtps_cpp`, ROS 2's default RMW), and why
+    the participant's domain carries `FASTDDS_COMPAT_XML`: by default the two vendors discover
+    each other, yet exchange no data in either direction, because they match endpoints by
+    different rules. Fast DDS ignores the XTypes TypeInformation other vendors announce and
+    matches Cyclone's endpoints by type name, so the ROS graph lists roborl's topics and a
+    Fast DDS writer even counts our reader as matched. Cyclone instead resolves the
+    TypeInformation Fast DDS announces through XTypes type lookup, and that never completes:
+    (1) Fast DDS 3's TypeObjects for ROS types leave both "try construct" bits of sequence
+    elements at 0, which XTypes 1.3 calls invalid, so Cyclone 11 rejects them (logged as
+    `ddsi_xt_type_add_typeobj with invalid type object`) and the remote type stays unresolved;
+    (2) even with that check relaxed (`AllowInvalidTryConstruct`), Fast DDS answers a lookup
+    of a MINIMAL type id with the COMPLETE TypeObject, so the minimal type stays unresolved
+    (Float64MultiArray) or Cyclone's minimal type is compared with Fast DDS's complete one and
+    fails on the nested final struct `std_msgs/Header` (JointState: "wr type not delimited").
+    An endpoint whose type is unresolved or not assignable is never matched, so Cyclone
+    neither sends to it nor accepts its samples. `IgnoreTypeInformation` for eProsima's vendor
+    id 1.15 makes Cyclone match Fast DDS endpoints by type name too, which is the rule Fast
+    DDS already applies; the types agree by construction (ROS 2's DDS names, final structs,
+    plain XCDR1 CDR, byte-identical to rosbags' serialiser). Cyclone-to-Cyclone matching
+    (rmw_cyclonedds_cpp peers) still uses type information.
     """
 
     name = "dds"
