@@ -385,8 +385,6 @@ def _serve_sim(
             reset_next = True
         if reset_next:
             env.reset()
-            with lock:
-                command[:] = 0.0  # a new episode starts unactuated, not with the old command
             ep_len, ep_ret = 0, 0.0
             reset_next, frozen = False, False
         if not frozen:

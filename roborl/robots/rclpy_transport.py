@@ -275,15 +275,34 @@ class RclpyTransport:
     def declare_parameters(self, params: Mapping[str, Param]) -> dict[str, Any]:
         """Declare each parameter with roborl's value as default; return the values in force
         (`--ros-args -p` and `--params-file` win), checked against the default's type."""
-        from rcl_interfaces.msg import ParameterDescriptor
+        from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+        from rclpy.parameter import Parameter
 
         out = {}
+        retyped = []
         for name, p in params.items():
-            descriptor = ParameterDescriptor(
-                description=p.description, read_only=True, dynamic_typing=True
-            )
+            # Dynamic typing so that `-p rate_hz:=200` (an integer) is accepted for a float;
+            # the value is then stored back in the default's type.
+            descriptor = ParameterDescriptor(description=p.description, dynamic_typing=True)
             value = self.node.declare_parameter(name, p.value, descriptor).value
             out[name] = _check_type(self.node.get_fully_qualified_name(), name, value, p.value)
+            if type(out[name]) is not type(value) or out[name] != value:
+                retyped.append(Parameter(name, value=out[name]))
+        if retyped:
+            self.node.set_parameters(retyped)
+        frozen = set(params)
+
+        def refuse(changes: list[Any]) -> Any:
+            """roborl reads these once, at start-up: a later change would silently do nothing."""
+            late = [c.name for c in changes if c.name in frozen]
+            return SetParametersResult(
+                successful=not late,
+                reason=f"{late} are read at start-up; restart the node with the new value"
+                if late
+                else "",
+            )
+
+        self.node.add_on_set_parameters_callback(refuse)
         return out
 
     def log(self, level: int, message: str) -> None:

@@ -135,8 +135,8 @@ def is_default_qos(spec: str | Mapping[str, Any]) -> bool:
 class Param:
     """A ROS parameter to declare: its default (from the Hydra config) and what it does.
 
-    Read-only: roborl reads its parameters once, at start-up, so a later `ros2 param set`
-    is refused instead of silently having no effect.
+    roborl reads its parameters once, at start-up, so a later `ros2 param set` is refused
+    instead of silently having no effect.
     """
 
     value: Any

@@ -1,0 +1,437 @@
+"""roborl's nodes as ROS 2 nodes, checked from independent plain rclpy nodes.
+
+Every peer here is a script run as a subprocess that imports only rclpy and ROS message/service
+packages (no roborl code): what a ROS 2 engineer's own node would do. roborl's side runs as
+`roborl sim-robot` / `roborl deploy` processes on the rclpy transport (Fast DDS, loopback only,
+a domain of its own per test). Deadlines are generous and every check waits for discovery; no
+assertion is about timing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+START = 120.0  # node start-up on a loaded 2-core machine can take tens of seconds
+
+# Shared by every peer: a node spun on a background thread, JSON-line output, waiting helpers.
+PRELUDE = textwrap.dedent(
+    """
+    import json, sys, threading, time
+    import rclpy
+    from rclpy.executors import MultiThreadedExecutor
+
+    def out(**kw):
+        print(json.dumps(kw), flush=True)
+
+    def wait(pred, timeout):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if pred():
+                return True
+            time.sleep(0.02)
+        return bool(pred())
+
+    def call(client, request, timeout=60.0):
+        if not client.wait_for_service(timeout_sec=timeout):
+            raise SystemExit(f"service {client.srv_name} never appeared")
+        future = client.call_async(request)
+        if not wait(future.done, timeout):
+            raise SystemExit(f"service {client.srv_name} did not answer")
+        return future.result()
+
+    rclpy.init()
+    node = rclpy.create_node("plain_peer")
+    executor = MultiThreadedExecutor()
+    executor.add_node(node)
+    threading.Thread(target=executor.spin, daemon=True).start()
+    """
+)
+
+# Drives `roborl sim-robot`: reads JointState, commands the slider, calls ~/reset, reads /clock
+# and /rosout, and lists the graph. argv: state topic, the sim node's fully qualified name.
+CONTROLLER = PRELUDE + textwrap.dedent(
+    """
+    from rcl_interfaces.msg import Log
+    from rclpy.qos import DurabilityPolicy, QoSProfile
+    from rosgraph_msgs.msg import Clock
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
+    from std_srvs.srv import Trigger
+
+    state_topic, sim_node = sys.argv[1], sys.argv[2]
+    states, clocks, logs = [], [], []
+    node.create_subscription(
+        JointState, state_topic, lambda m: states.append(dict(zip(m.name, m.effort))), 10
+    )
+    node.create_subscription(
+        Clock, "/clock", lambda m: clocks.append(m.clock.sec + m.clock.nanosec * 1e-9), 10
+    )
+    rosout = QoSProfile(depth=1000, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    node.create_subscription(Log, "/rosout", lambda m: logs.append([m.name, m.msg]), rosout)
+    out(event="ready")
+    out(event="states", ok=wait(lambda: len(states) >= 5, 90), effort_before=states[-1]["slider"])
+    pub = node.create_publisher(Float64MultiArray, "/forward_command_controller/commands", 10)
+    wait(lambda: pub.get_subscription_count() > 0, 60)
+    n0 = len(states)
+    for _ in range(150):
+        pub.publish(Float64MultiArray(data=[1.5]))
+        time.sleep(0.02)
+    out(event="commanded", efforts=[s["slider"] for s in states[n0:]])
+    answer = call(node.create_client(Trigger, sim_node + "/reset"), Trigger.Request())
+    out(event="reset", success=answer.success, message=answer.message)
+    out(event="graph", nodes=[list(x) for x in node.get_node_names_and_namespaces()],
+        services=[s for s, _ in node.get_service_names_and_types()])
+    wait(lambda: any(n != "plain_peer" for n, _ in logs), 10)
+    out(event="clock", values=clocks[:200])
+    out(event="rosout", logs=logs[:50])
+    """
+)
+
+# A robot for `roborl deploy`: publishes JointState at 50 Hz, counts the commands it gets,
+# and runs one scenario against the deploy node. argv: scenario, command topic, deploy node.
+ROBOT = PRELUDE + textwrap.dedent(
+    """
+    from diagnostic_msgs.msg import DiagnosticArray
+    from lifecycle_msgs.msg import Transition
+    from lifecycle_msgs.srv import ChangeState, GetState
+    from rcl_interfaces.srv import GetParameters
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Bool, Float64MultiArray
+    from std_srvs.srv import SetBool
+
+    scenario, command_topic, deploy = sys.argv[1], sys.argv[2], sys.argv[3]
+    commands, diagnostics = [], {}
+
+    def on_diag(msg):
+        for status in msg.status:
+            if deploy.lstrip("/") in status.name:
+                values = {kv.key: kv.value for kv in status.values}
+                diagnostics.update(level=status.level[0], message=status.message, values=values)
+
+    node.create_subscription(Float64MultiArray, command_topic, lambda m: commands.append(list(m.data)), 10)
+    node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 10)
+    states = node.create_publisher(JointState, "/joint_states", 10)
+    estop_topic = node.create_publisher(Bool, "/estop", 10)
+
+    def publish_states():
+        while True:
+            msg = JointState(name=["slider", "hinge"], position=[0.0, 0.05], velocity=[0.0, 0.0])
+            states.publish(msg)
+            time.sleep(0.02)
+
+    threading.Thread(target=publish_states, daemon=True).start()
+
+    def settle_then_count(seconds=1.5):
+        time.sleep(seconds)  # commands published before the change may still be in flight
+        first = len(commands)
+        time.sleep(seconds)
+        return first, len(commands)
+
+    def transition(client, tid):
+        return call(client, ChangeState.Request(transition=Transition(id=tid))).success
+
+    out(event="ready")
+    if scenario == "estop":
+        estop = node.create_client(SetBool, deploy + "/estop")
+        out(event="commanding", ok=wait(lambda: len(commands) >= 20, 120))
+        answer = call(estop, SetBool.Request(data=True))
+        out(event="estop_set", success=answer.success, message=answer.message)
+        out(event="latched", counts=settle_then_count())
+        estop_topic.publish(Bool(data=False))  # releasing a button is not a reset
+        time.sleep(1.5)
+        wait(lambda: diagnostics.get("values", {}).get("estopped") == "true", 10)
+        out(event="after_bool_false", n=len(commands), diagnostics=diagnostics)
+        answer = call(estop, SetBool.Request(data=False))
+        n = len(commands)
+        out(event="estop_cleared", success=answer.success, message=answer.message,
+            resumed=wait(lambda: len(commands) >= n + 10, 60))
+        estop_topic.publish(Bool(data=True))  # the topic can still latch it
+        out(event="topic_latched", counts=settle_then_count())
+    elif scenario == "lifecycle":
+        get_state = node.create_client(GetState, deploy + "/get_state")
+        change = node.create_client(ChangeState, deploy + "/change_state")
+        out(event="state", label=call(get_state, GetState.Request()).current_state.label)
+        time.sleep(2.0)
+        out(event="unconfigured", n=len(commands))
+        out(event="configure", success=transition(change, Transition.TRANSITION_CONFIGURE))
+        time.sleep(2.0)
+        out(event="inactive", n=len(commands))
+        out(event="activate", success=transition(change, Transition.TRANSITION_ACTIVATE),
+            commanding=wait(lambda: len(commands) >= 10, 60))
+        out(event="deactivate", success=transition(change, Transition.TRANSITION_DEACTIVATE),
+            counts=settle_then_count(),
+            label=call(get_state, GetState.Request()).current_state.label)
+    elif scenario == "params":
+        out(event="commanding", ok=wait(lambda: len(commands) >= 5, 120))
+        params = call(node.create_client(GetParameters, deploy + "/get_parameters"),
+                      GetParameters.Request(names=["rate_hz", "command.topic", "safety.high"]))
+        out(event="params", values=[[v.type, v.double_value, v.string_value,
+                                     list(v.double_array_value)] for v in params.values])
+    out(event="done")
+    """
+)
+
+
+class Proc:
+    """A subprocess whose JSON stdout lines are collected by a thread (a roborl node or a
+    plain rclpy peer)."""
+
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        self.events: list[dict] = []
+        self._err: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=lambda: self._err.extend(self.proc.stderr), daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            if line.startswith("{"):
+                try:
+                    self.events.append(json.loads(line))
+                except json.JSONDecodeError:
+                    pass
+
+    def wait_event(self, name: str, timeout: float) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = [e for e in self.events if e.get("event") == name]
+            if found:
+                return found[0]
+            if self.proc.poll() is not None:
+                time.sleep(0.3)  # let the reader drain
+                found = [e for e in self.events if e.get("event") == name]
+                if found:
+                    return found[0]
+                break
+            time.sleep(0.05)
+        raise AssertionError(
+            f"no {name!r} event; events={self.events[-10:]} stderr={self.stderr()[-3000:]}"
+        )
+
+    def stderr(self) -> str:
+        return "".join(self._err)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture
+def rclpy_env(ros_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """ros_env (own ROS_DOMAIN_ID) with ROS 2's localhost-only discovery, for both sides."""
+    monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    monkeypatch.delenv("ROS_LOCALHOST_ONLY", raising=False)
+    env = dict(ros_env, ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST", OMP_NUM_THREADS="1")
+    env.pop("ROS_LOCALHOST_ONLY", None)
+    env.pop("RMW_IMPLEMENTATION", None)  # the wheels' default, rmw_fastrtps_cpp
+    return env
+
+
+@pytest.fixture
+def procs():
+    started: list[Proc] = []
+
+    def start(args: list[str], env: dict[str, str], roborl: bool = True) -> Proc:
+        cmd = [sys.executable, "-m", "roborl.core.cli", *args] if roborl else args
+        p = Proc(cmd, env)
+        started.append(p)
+        return p
+
+    yield start
+    for p in started:
+        p.stop()
+
+
+def peer(script: str, *args: str) -> list[str]:
+    return [sys.executable, "-c", script, *args]
+
+
+def test_rclpy_controller_drives_sim_robot(rclpy_env, procs) -> None:
+    """A plain rclpy controller commands `roborl sim-robot` (renamed into a namespace with
+    --ros-args, state topic set by a -p parameter) and sees it in the graph, on /clock, on
+    /rosout, and resets it through its std_srvs/Trigger service."""
+    sim = procs(
+        [
+            "sim-robot",
+            "env=inverted_pendulum",
+            "rate_hz=25",
+            "--ros-args",
+            "-r",
+            "__node:=cart",
+            "-r",
+            "__ns:=/lab",
+            "-p",
+            "state_topic:=/lab/joint_states",
+        ],
+        rclpy_env,
+    )
+    start = sim.wait_event("sim_robot_start", START)
+    assert start["node"] == "/lab/cart" and start["state_topic"] == "/lab/joint_states"
+    ctl = procs(peer(CONTROLLER, "/lab/joint_states", "/lab/cart"), rclpy_env, roborl=False)
+    assert ctl.wait_event("states", START)["ok"]
+    # Commands move the sim: the slider's actuator force follows the command (gear 100).
+    before = ctl.wait_event("states", 1)["effort_before"]
+    efforts = ctl.wait_event("commanded", 90)["efforts"]
+    assert before == 0.0
+    assert max(efforts) == pytest.approx(150.0), efforts
+    reset = ctl.wait_event("reset", 90)
+    assert reset["success"], reset
+    graph = ctl.wait_event("graph", 30)
+    assert ["cart", "/lab"] in graph["nodes"]
+    assert "/lab/cart/reset" in graph["services"]
+    clock = ctl.wait_event("clock", 30)["values"]
+    assert len(clock) > 10 and all(b > a for a, b in itertools.pairwise(clock)), clock[:20]
+    # Sim time advances by the env's dt (0.04 s) per published step.
+    assert clock[1] - clock[0] == pytest.approx(0.04, abs=1e-6)
+    logs = ctl.wait_event("rosout", 30)["logs"]
+    assert any(name == "lab.cart" and "sim_robot_start" in msg for name, msg in logs), logs
+    assert any(e.get("cause") == "reset_request" for e in sim.events if e["event"] == "episode")
+
+
+def test_rclpy_robot_gets_deploy_commands_and_estop_service_stops_them(
+    rclpy_env, procs, balance_checkpoint
+) -> None:
+    """A plain rclpy robot receives `roborl deploy`'s commands; SetBool(true) on ~/estop stops
+    them, a Bool False on /estop does not clear it, SetBool(false) does, and the /estop topic
+    can still latch it. /diagnostics reports the latch."""
+    robot = procs(
+        peer(ROBOT, "estop", "/forward_command_controller/commands", "/roborl_deploy"),
+        rclpy_env,
+        roborl=False,
+    )
+    robot.wait_event("ready", START)
+    dep = procs(
+        [
+            "deploy",
+            f"checkpoint={balance_checkpoint}",
+            "robot=ros2",
+            "robot.connect_timeout_s=60",
+            "robot.safety.max_state_age_s=5",
+            "rate_hz=25",
+            "duration_s=300",
+        ],
+        rclpy_env,
+    )
+    assert dep.wait_event("deploy_start", START)["managed"] is True
+    assert robot.wait_event("commanding", START)["ok"]
+    answer = robot.wait_event("estop_set", 90)
+    assert answer["success"] and "latched" in answer["message"]
+    ev = dep.wait_event("estop", 60)
+    assert "~/estop service" in ev["cause"]
+    assert ev["commands_sent"] - ev["commands_at_estop"] <= 1, ev
+    first, second = robot.wait_event("latched", 60)["counts"]
+    assert second == first  # latched: nothing reached the robot
+    after = robot.wait_event("after_bool_false", 60)
+    assert after["n"] == second  # a Bool False on the topic does not un-latch
+    assert after["diagnostics"]["values"]["estopped"] == "true", after
+    assert after["diagnostics"]["level"] == 2
+    assert int(after["diagnostics"]["values"]["interventions.estop"]) == 1
+    cleared = robot.wait_event("estop_cleared", 90)
+    assert cleared["success"] and cleared["resumed"], cleared
+    dep.wait_event("estop_cleared", 30)
+    first, second = robot.wait_event("topic_latched", 60)["counts"]
+    assert second == first
+    assert "e-stop message" in [e for e in dep.events if e["event"] == "estop"][-1]["cause"]
+    robot.wait_event("done", 30)
+    dep.proc.terminate()
+    done = dep.wait_event("done", 60)
+    assert done["estop"] and done["interventions"]["estop"] == 2
+
+
+def test_deploy_lifecycle_commands_only_while_active(rclpy_env, procs, balance_checkpoint) -> None:
+    """autostart=false: deploy waits unconfigured; a plain rclpy lifecycle client configures,
+    activates and deactivates it; commands flow only while it is active."""
+    robot = procs(
+        peer(ROBOT, "lifecycle", "/forward_command_controller/commands", "/roborl_deploy"),
+        rclpy_env,
+        roborl=False,
+    )
+    robot.wait_event("ready", START)
+    dep = procs(
+        [
+            "deploy",
+            f"checkpoint={balance_checkpoint}",
+            "robot.connect_timeout_s=60",
+            "robot.safety.max_state_age_s=5",
+            "rate_hz=25",
+            "duration_s=300",
+            "autostart=false",
+        ],
+        rclpy_env,
+    )
+    dep.wait_event("waiting_for_lifecycle", START)
+    assert robot.wait_event("state", START)["label"] == "unconfigured"
+    assert robot.wait_event("unconfigured", 30)["n"] == 0
+    assert robot.wait_event("configure", 90)["success"]
+    assert robot.wait_event("inactive", 30)["n"] == 0  # configured is not commanding
+    activate = robot.wait_event("activate", 90)
+    assert activate["success"] and activate["commanding"], activate
+    deactivate = robot.wait_event("deactivate", 90)
+    assert deactivate["success"] and deactivate["label"] == "inactive"
+    first, second = deactivate["counts"]
+    assert second == first, deactivate
+    states = [e["state"] for e in dep.events if e["event"] == "lifecycle"]
+    assert states == ["inactive", "active", "inactive"], states
+
+
+def test_parameters_from_params_file_override_hydra_values(
+    rclpy_env, procs, balance_checkpoint, tmp_path: Path
+) -> None:
+    """A ROS 2 params file (node-name key, nested like the robot config) moves deploy's
+    commands to another topic and changes its rate over the rate_hz=50 override; the values
+    are the node's ROS parameters (read back with rcl_interfaces/GetParameters)."""
+    params = tmp_path / "deploy.yaml"
+    params.write_text(
+        "roborl_deploy:\n"
+        "  ros__parameters:\n"
+        "    rate_hz: 20\n"  # an integer: a ROS engineer's habit, accepted for a float
+        "    command:\n"
+        "      topic: /arm/commands\n"
+        "    safety:\n"
+        "      high: [2.0]\n"
+    )
+    robot = procs(peer(ROBOT, "params", "/arm/commands", "/roborl_deploy"), rclpy_env, False)
+    robot.wait_event("ready", START)
+    dep = procs(
+        [
+            "deploy",
+            f"checkpoint={balance_checkpoint}",
+            "robot.connect_timeout_s=60",
+            "robot.safety.max_state_age_s=5",
+            "rate_hz=50",
+            "duration_s=300",
+            "--params-file",
+            str(params),
+        ],
+        rclpy_env,
+    )
+    start = dep.wait_event("deploy_start", START)
+    assert start["rate_hz"] == 20.0 and start["command_topic"] == "/arm/commands"
+    assert robot.wait_event("commanding", START)["ok"]
+    values = robot.wait_event("params", 90)["values"]
+    assert values[0][:2] == [3, 20.0]  # PARAMETER_DOUBLE
+    assert values[1][2] == "/arm/commands"
+    assert values[2][3] == [2.0]
+
+
+def test_dds_transport_refuses_ros_arguments(rclpy_env, procs) -> None:
+    sim = procs(["sim-robot", "transport=dds", "--ros-args", "-p", "rate_hz:=5"], rclpy_env)
+    assert sim.proc.wait(timeout=START) == 2
+    time.sleep(0.3)
+    assert "transport=dds" in sim.stderr() and "rate_hz=200" in sim.stderr()
