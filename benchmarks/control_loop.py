@@ -1,12 +1,21 @@
-"""Control-loop latency of `roborl deploy` over DDS on loopback, for a SAC policy (256x256).
+"""Control-loop latency of `roborl deploy` over ROS 2, rclpy and raw DDS side by side.
 
 Starts `roborl sim-robot` (InvertedPendulum-v5 stepped at the control rate, i.e. faster than
-real time at 500 Hz) and `roborl deploy` as separate processes on a private ROS_DOMAIN_ID with
-a loopback-only Cyclone config, at 100 Hz and 500 Hz, and records observation-to-command
-latency (JointState received -> Float64MultiArray written; p50/p99), the policy+safety compute
-time, and the achieved loop rate. Writes benchmarks/results/control_loop.json.
+real time at 500 Hz) and `roborl deploy` (a SAC policy, 256x256) as separate processes on a
+private ROS_DOMAIN_ID, localhost only, for each transport cell and rate (100 and 500 Hz), and
+records the achieved loop rate, the observation-to-command latency (JointState received ->
+command written; p50/p99) and the policy+safety compute time. Cells:
 
-    python benchmarks/control_loop.py [--seconds 10] [--rates 100 500]
+- `rclpy`: both nodes are rclpy nodes on ROS 2's default RMW (rmw_fastrtps_cpp, Fast DDS 3;
+  the PyPI wheels of ROS 2 Kilted);
+- `dds`: both nodes use roborl's raw Cyclone DDS transport (no ROS 2 install);
+- `dds_vs_rclpy`: the robot is an rclpy node (Fast DDS 3), deploy uses raw Cyclone DDS: the
+  cross-vendor path a robot running ROS 2 sees from `pip install roborl[ros2]` without rclpy.
+
+Writes benchmarks/results/control_loop.json and a Markdown table next to it.
+
+    nice -n 10 python benchmarks/control_loop.py [--seconds 10] [--rates 100 500]
+        [--cells rclpy dds dds_vs_rclpy]
 """
 
 from __future__ import annotations
@@ -56,22 +65,36 @@ def sac_checkpoint(path: Path) -> None:
     )
 
 
-def run_rate(rate: int, seconds: float, ckpt: Path, tmp: Path, domain: int) -> dict:
+#: cell -> (sim-robot transport, deploy transport)
+CELLS = {"rclpy": ("rclpy", "rclpy"), "dds": ("dds", "dds"), "dds_vs_rclpy": ("rclpy", "dds")}
+
+
+def run_rate(cell: str, rate: int, seconds: float, ckpt: Path, tmp: Path, domain: int) -> dict:
+    sim_transport, deploy_transport = CELLS[cell]
     env = {
         **os.environ,
         "ROS_DOMAIN_ID": str(domain),
+        "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
+        "RMW_IMPLEMENTATION": "rmw_fastrtps_cpp",
         "CYCLONEDDS_URI": LOOPBACK,
         "OMP_NUM_THREADS": "1",
         "PYTHONUNBUFFERED": "1",
     }
+    env.pop("ROS_LOCALHOST_ONLY", None)
     cli = [sys.executable, "-m", "roborl.core.cli"]
     sim = subprocess.Popen(
-        [*cli, "sim-robot", "env=inverted_pendulum", "transport=dds", f"rate_hz={rate}"],
+        [
+            *cli,
+            "sim-robot",
+            "env=inverted_pendulum",
+            f"transport={sim_transport}",
+            f"rate_hz={rate}",
+        ],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    stats = tmp / f"stats_{rate}.json"
+    stats = tmp / f"stats_{cell}_{rate}.json"
     try:
         dep = subprocess.run(
             [
@@ -79,7 +102,7 @@ def run_rate(rate: int, seconds: float, ckpt: Path, tmp: Path, domain: int) -> d
                 "deploy",
                 f"checkpoint={ckpt}",
                 "robot=ros2",
-                "robot.transport=dds",
+                f"robot.transport={deploy_transport}",
                 "robot.connect_timeout_s=120",
                 f"rate_hz={rate}",
                 f"duration_s={seconds}",
@@ -100,40 +123,77 @@ def run_rate(rate: int, seconds: float, ckpt: Path, tmp: Path, domain: int) -> d
     return json.loads(stats.read_text())
 
 
+def markdown(out: dict) -> str:
+    lines = [
+        f"# Control loop: rclpy vs raw DDS ({out['machine']}, {out['seconds']:.0f} s per cell)",
+        "",
+        f"`roborl deploy` ({out['policy']}) against `roborl sim-robot` ({out['env']}), "
+        "separate processes on one host, loopback. Latency: JointState received -> command "
+        "written, in deploy. Host load average (1 min) before/after: "
+        f"{out['loadavg_before'][0]:.1f}/{out['loadavg_after'][0]:.1f}.",
+        "",
+        "| cell (robot / deploy) | target Hz | achieved Hz | obs->cmd p50 ms | obs->cmd p99 ms "
+        "| compute p50 ms | compute p99 ms | commands | states |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for cell, by_rate in out["results"].items():
+        robot, dep = CELLS[cell]
+        for rate, r in by_rate.items():
+            lines.append(
+                f"| {cell} ({robot} / {dep}) | {rate} | {r['rate_hz_achieved']:.1f} "
+                f"| {r['latency_ms_p50']:.3f} | {r['latency_ms_p99']:.3f} "
+                f"| {r['compute_ms_p50']:.3f} | {r['compute_ms_p99']:.3f} "
+                f"| {r['commands']} | {r['states_received']} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--rates", type=int, nargs="+", default=[100, 500])
+    ap.add_argument("--cells", nargs="+", default=list(CELLS), choices=list(CELLS))
     ap.add_argument("--out", default="benchmarks/results/control_loop.json")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    results = {}
+    load_before = os.getloadavg()
+    results: dict[str, dict[str, dict]] = {}
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         ckpt = tmp / "sac.pt"
         sac_checkpoint(ckpt)
-        for i, rate in enumerate(args.rates):
-            results[str(rate)] = run_rate(rate, args.seconds, ckpt, tmp, 180 + i)
-            r = results[str(rate)]
-            print(
-                f"{rate} Hz: achieved {r['rate_hz_achieved']:.1f} Hz, obs->cmd p50 "
-                f"{r['latency_ms_p50']:.3f} ms p99 {r['latency_ms_p99']:.3f} ms, compute p50 "
-                f"{r['compute_ms_p50']:.3f} ms p99 {r['compute_ms_p99']:.3f} ms",
-                flush=True,
-            )
+        domain = 180 + os.getpid() % 20
+        for cell in args.cells:
+            for rate in args.rates:
+                domain = domain % 230 + 1
+                r = run_rate(cell, rate, args.seconds, ckpt, tmp, domain)
+                results.setdefault(cell, {})[str(rate)] = r
+                print(
+                    f"{cell} {rate} Hz: achieved {r['rate_hz_achieved']:.1f} Hz, obs->cmd p50 "
+                    f"{r['latency_ms_p50']:.3f} ms p99 {r['latency_ms_p99']:.3f} ms, compute "
+                    f"p50 {r['compute_ms_p50']:.3f} ms p99 {r['compute_ms_p99']:.3f} ms",
+                    flush=True,
+                )
     out = {
         "benchmark": "control_loop",
         "policy": "SAC 256x256 (roborl)",
-        "transport": "dds",
+        "cells": {c: {"robot": CELLS[c][0], "deploy": CELLS[c][1]} for c in args.cells},
+        "rclpy": "ros-rclpy 9.1.2 (Kilted wheels), rmw_fastrtps_cpp / Fast DDS 3.2.3",
+        "dds": "cyclonedds 11.0.1 (PyPI)",
         "env": "InvertedPendulum-v5 via roborl sim-robot",
         "seconds": args.seconds,
         "machine": f"{platform.machine()} {os.cpu_count()} cores",
+        # The 1/5/15-min load averages: other work on the host shows in the p99s.
+        "loadavg_before": load_before,
+        "loadavg_after": os.getloadavg(),
         "when": time.time(),
         "results": results,
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=1))
-    print("wrote", args.out)
+    path = Path(args.out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=1))
+    path.with_suffix(".md").write_text(markdown(out))
+    print("wrote", path, "and", path.with_suffix(".md"))
 
 
 if __name__ == "__main__":
