@@ -435,3 +435,187 @@ def test_dds_transport_refuses_ros_arguments(rclpy_env, procs) -> None:
     assert sim.proc.wait(timeout=START) == 2
     time.sleep(0.3)
     assert "transport=dds" in sim.stderr() and "rate_hz=200" in sim.stderr()
+
+
+# A best-effort sensor (ROS 2's sensor-data QoS) with a controller's command inputs: publishes
+# JointState at 50 Hz and prints every command it receives. argv: seconds to run.
+SENSOR_ROBOT = PRELUDE + textwrap.dedent(
+    """
+    from rclpy.qos import qos_profile_sensor_data
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
+    from trajectory_msgs.msg import JointTrajectory
+
+    def on_traj(m):
+        p = m.points[0]
+        out(event="trajectory", joints=list(m.joint_names), positions=list(p.positions),
+            sec=p.time_from_start.sec, nanosec=p.time_from_start.nanosec)
+
+    node.create_subscription(Float64MultiArray, "/forward_command_controller/commands",
+                             lambda m: out(event="command", data=list(m.data)), 10)
+    node.create_subscription(JointTrajectory, "/arm_controller/joint_trajectory", on_traj, 10)
+    pub = node.create_publisher(JointState, "/joint_states", qos_profile_sensor_data)
+    out(event="ready")
+    end = time.monotonic() + float(sys.argv[1])
+    while time.monotonic() < end:
+        pub.publish(JointState(name=["slider", "hinge"], position=[0.1, 0.0], velocity=[0.0, 0.0]))
+        time.sleep(0.02)
+    """
+)
+
+
+def _robot_cfg(**changes: object) -> dict:
+    """The shipped robot config (robot=ros2) with `changes` (dotted keys) applied."""
+    from omegaconf import OmegaConf
+
+    import roborl.robots.configs as configs
+
+    cfg = OmegaConf.load(Path(configs.__file__).parent / "robot" / "ros2.yaml")
+    for key, value in changes.items():
+        OmegaConf.update(cfg, key, value, merge=False)
+    return OmegaConf.to_container(cfg)
+
+
+def test_train_driver_sensor_data_qos_and_ros_parameters(rclpy_env, procs) -> None:
+    """The driver `train robot=` uses: a reliable reader never hears a best-effort sensor,
+    robot.qos.state=sensor_data does; robot.ros_args set its ROS parameters, which the safety
+    layer then enforces (the robot receives the clamped command)."""
+    from roborl.core.envs import robot_factory
+    from roborl.core.errors import RobotError
+    from roborl.core.plugins import get_host
+
+    robot = procs(peer(SENSOR_ROBOT, "240"), rclpy_env, roborl=False)
+    robot.wait_event("ready", START)
+    registry = get_host().registry
+    reliable = _robot_cfg(**{"transport": "rclpy", "connect_timeout_s": 5.0})
+    with pytest.raises(RobotError, match="no valid sensor_msgs/JointState"):
+        robot_factory(registry, reliable)()
+    cfg = _robot_cfg(
+        **{
+            "transport": "rclpy",
+            "connect_timeout_s": 60.0,
+            "qos.state": "sensor_data",
+            "reset": {"mode": "wait", "wait_s": 0.0},
+            "ros_args": ["-p", "rate_hz:=40", "-p", "safety.high:=[1.0]"],
+            "safety.max_state_age_s": 5.0,
+        }
+    )
+    env = robot_factory(registry, cfg)()
+    try:
+        assert env.rate_hz == 40.0
+        assert env.safety.high.tolist() == [1.0]
+        assert env.driver.transport.fully_qualified_name == "/roborl_driver"
+        env.reset()
+        for _ in range(5):
+            env.step([3.0])
+    finally:
+        env.close()
+    robot.wait_event("command", 60)
+    time.sleep(1.0)
+    sent = [e["data"] for e in robot.events if e["event"] == "command"]
+    assert sent[0] == [0.0]  # the hold at reset (safety.hold=zero)
+    assert [1.0] in sent and all(abs(c[0]) <= 1.0 for c in sent), sent
+
+
+def test_trajectory_time_from_start_is_the_control_period(rclpy_env, procs) -> None:
+    """ros2_controllers read time_from_start as when to reach the point: one control period
+    (1/20 s here), never 0, unless robot.command.time_from_start_s says otherwise."""
+    from roborl.robots.driver import Ros2Driver
+
+    robot = procs(peer(SENSOR_ROBOT, "240"), rclpy_env, roborl=False)
+    robot.wait_event("ready", START)
+    cfg = _robot_cfg(
+        **{
+            "transport": "rclpy",
+            "rate_hz": 20.0,
+            "qos.state": "sensor_data",
+            "command": {"interface": "trajectory", "controller": "arm_controller"},
+        }
+    )
+    driver, _ = Ros2Driver.open(cfg)
+    try:
+        driver.connect(60.0)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any(
+            e["event"] == "trajectory" for e in robot.events
+        ):
+            driver.command([0.25, -0.5])
+            time.sleep(0.05)
+    finally:
+        driver.close()
+    traj = robot.wait_event("trajectory", 10)
+    assert traj["joints"] == ["slider", "hinge"] and traj["positions"] == [0.25, -0.5]
+    assert (traj["sec"], traj["nanosec"]) == (0, 50_000_000)
+
+
+# A robot whose world clock the test controls: JointState at 50 Hz, /clock frozen at 100 s,
+# then running in real time, then frozen again; prints the commands counted in each phase.
+CLOCK_ROBOT = PRELUDE + textwrap.dedent(
+    """
+    from rosgraph_msgs.msg import Clock
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
+
+    commands = []
+    node.create_subscription(Float64MultiArray, "/forward_command_controller/commands",
+                             lambda m: commands.append(1), 10)
+    states = node.create_publisher(JointState, "/joint_states", 10)
+    clock = node.create_publisher(Clock, "/clock", 10)
+    sim = {"t": 100.0, "running": False}
+
+    def world():
+        last = time.monotonic()
+        while True:
+            now = time.monotonic()
+            if sim["running"]:
+                sim["t"] += now - last
+            last = now
+            msg = Clock()
+            msg.clock.sec = int(sim["t"])
+            msg.clock.nanosec = int((sim["t"] % 1.0) * 1e9)
+            clock.publish(msg)
+            states.publish(JointState(name=["slider", "hinge"], position=[0.0, 0.0],
+                                      velocity=[0.0, 0.0]))
+            time.sleep(0.02)
+
+    threading.Thread(target=world, daemon=True).start()
+    out(event="ready")
+    # The deploy node is up and configured once its command publisher is matched.
+    wait(lambda: node.count_publishers("/forward_command_controller/commands") > 0, 180)
+    time.sleep(3.0)
+    frozen = len(commands)
+    sim["running"] = True
+    time.sleep(3.0)
+    sim["running"] = False
+    running = len(commands) - frozen
+    time.sleep(1.0)
+    first = len(commands)
+    time.sleep(2.0)
+    out(event="phases", frozen=frozen, running=running, frozen_again=len(commands) - first)
+    """
+)
+
+
+def test_deploy_with_use_sim_time_follows_clock(rclpy_env, procs, balance_checkpoint) -> None:
+    """use_sim_time:=true paces deploy by /clock: no ticks while sim time stands still."""
+    robot = procs(peer(CLOCK_ROBOT), rclpy_env, roborl=False)
+    robot.wait_event("ready", START)
+    dep = procs(
+        [
+            "deploy",
+            f"checkpoint={balance_checkpoint}",
+            "robot.connect_timeout_s=60",
+            "robot.safety.max_state_age_s=5",
+            "rate_hz=10",
+            "duration_s=300",
+            "--ros-args",
+            "-p",
+            "use_sim_time:=true",
+        ],
+        rclpy_env,
+    )
+    assert dep.wait_event("deploy_start", START)["sim_time"] is True
+    phases = robot.wait_event("phases", START)
+    assert phases["frozen"] <= 1, phases  # at most the first tick, at the frozen time
+    assert phases["running"] >= 10, phases  # 3 s of sim time at 10 Hz
+    assert phases["frozen_again"] == 0, phases
