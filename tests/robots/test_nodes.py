@@ -1,9 +1,12 @@
-"""roborl's ROS 2 nodes as separate processes over real Cyclone DDS on loopback."""
+"""roborl's ROS 2 nodes as separate processes on loopback: over rclpy (the default transport,
+real ROS 2 nodes) and over raw Cyclone DDS. Plain-rclpy peers are in test_ros_native.py."""
 
 from __future__ import annotations
 
 import threading
 import time
+
+import pytest
 
 from roborl.robots import msgs
 from roborl.robots.transport import DDSTransport
@@ -12,11 +15,23 @@ START = 90.0  # process start-up on a loaded 2-core machine can take tens of sec
 ROBOT = ["robot=ros2", "robot.transport=dds", "robot.connect_timeout_s=60"]
 
 
+def _localhost(ros_env: dict[str, str]) -> dict[str, str]:
+    """ROS 2's own localhost-only discovery, for the rclpy nodes (Cyclone uses CYCLONEDDS_URI)."""
+    env = dict(ros_env, ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
+    env.pop("ROS_LOCALHOST_ONLY", None)
+    return env
+
+
+@pytest.mark.parametrize("transport", ["auto", "dds"])
 def test_policy_balances_sim_robot_then_watchdog_stop_when_robot_dies(
-    ros_env, nodes, balance_checkpoint
+    transport, ros_env, nodes, balance_checkpoint
 ) -> None:
-    """deploy keeps the pendulum up (zero force drops it in ~1 s); SIGKILLed robot -> hold."""
-    sim = nodes(["sim-robot", "env=inverted_pendulum", "transport=dds"], ros_env)
+    """deploy keeps the pendulum up (zero force drops it in ~1 s); SIGKILLed robot -> hold.
+
+    `auto` is rclpy here (the wheels are installed), so both nodes are real ROS 2 nodes."""
+    ros_env = _localhost(ros_env)
+    robot = ["robot=ros2", f"robot.transport={transport}", "robot.connect_timeout_s=60"]
+    sim = nodes(["sim-robot", "env=inverted_pendulum", f"transport={transport}"], ros_env)
     sim.wait_event("sim_robot_start", START)
     # Without a policy the pendulum falls within about a second (25 steps).
     sim.wait_event("episode", START)
@@ -24,13 +39,14 @@ def test_policy_balances_sim_robot_then_watchdog_stop_when_robot_dies(
         [
             "deploy",
             f"checkpoint={balance_checkpoint}",
-            *ROBOT,
+            *robot,
             "rate_hz=50",
             "robot.safety.max_state_age_s=0.5",
         ],
         ros_env,
     )
     start = dep.wait_event("deploy_start", START)
+    assert start["managed"] is (transport == "auto")  # a lifecycle node only over rclpy
     # 100 steps in one episode = 4 s of balancing at 25 steps/s; zero force falls in ~25.
     best, deadline = 0, time.monotonic() + 40
     while best < 100 and time.monotonic() < deadline:
