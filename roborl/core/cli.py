@@ -330,6 +330,17 @@ class EvalOptions:
         default=None, metadata={"help": "report path (default: RUN_DIR/eval.json, ./eval.json)"}
     )
     device: str = field(default="cpu", metadata={"help": "torch device for the policy"})
+    model: str | None = field(
+        default=None,
+        metadata={"help": "a folder written by `roborl export` (safetensors; no unpickling)"},
+    )
+    video: bool = field(
+        default=False,
+        metadata={"help": "record episodes to an MP4 in videos/ beside the report (MuJoCo, EGL)"},
+    )
+    video_episodes: int = field(
+        default=1, metadata=rng(1, 100_000, "with video=true: how many episodes to record")
+    )
 
 
 EVAL_SECTIONS = ("algo", "env", "robot")
@@ -340,6 +351,7 @@ def eval_help() -> str:
 
     return (
         "usage: roborl eval checkpoint=PATH [episodes=N] [seed=S] [out=PATH] [env.KEY=V ...]\n"
+        "       roborl eval model=DIR ...      (a folder written by roborl export)\n"
         "       roborl eval algo=NAME [algo.KEY=V ...] [env=NAME] ...   (checkpoint-free algos)\n\n"
         "Deterministic-policy evaluation; writes a JSON report with every episode's return.\n\n"
         + section("Keys", field_lines(EvalOptions))
@@ -355,20 +367,22 @@ def cmd_eval(args: list[str]) -> int:
     from roborl.core.algorithms import algorithm_from_checkpoint
     from roborl.core.checkpoint import atomic_write_json
     from roborl.core.compose import compose_dict, compose_saved, override_key, parse_overrides
-    from roborl.core.envs import make_env
-    from roborl.core.evaluate import evaluate
+    from roborl.core.model_dir import algorithm_from_model_dir
 
     if _wants_help(args):
         print(eval_help())
         return 0
     args = _algo_prefix_to_algo(args)
     opts, rest = command_options(EvalOptions, args, "eval", passthrough=EVAL_SECTIONS)
-    if not opts.checkpoint:
+    if opts.checkpoint and opts.model:
+        raise ConfigError("roborl eval: give checkpoint=PATH or model=DIR, not both.")
+    if not opts.checkpoint and not opts.model:
         if any(a.startswith("algo=") for a in rest):
             return _eval_checkpoint_free(rest, opts)
         raise ConfigError(
             "roborl eval: checkpoint=PATH is required (a .pt file or a run directory), or "
-            "algo=NAME for an algorithm that acts without training (e.g. algo=llm)."
+            "model=DIR (a folder written by roborl export), or algo=NAME for an algorithm that "
+            "acts without training (e.g. algo=llm)."
         )
     algo_args = [a for a in rest if _key_of(a).split(".")[0].split("/")[0] == "algo"]
     if algo_args:
@@ -377,7 +391,11 @@ def cmd_eval(args: list[str]) -> int:
             "from the checkpoint; algo= overrides are for checkpoint-free algorithms (algo=llm)."
         )
     host = _host()
-    algo, ckpt = algorithm_from_checkpoint(host, opts.checkpoint, opts.device)
+    if opts.model:
+        algo, ckpt = algorithm_from_model_dir(host, opts.model, opts.device)
+    else:
+        assert opts.checkpoint is not None
+        algo, ckpt = algorithm_from_checkpoint(host, opts.checkpoint, opts.device)
     cfg = dict(ckpt.get("config") or {})
     if rest:
         groups = [
@@ -390,24 +408,25 @@ def cmd_eval(args: list[str]) -> int:
             cfg.update({k: fresh.get(k) for k in ("env", "robot")})
         cfg = compose_saved(host, cfg, [a for a in rest if a not in groups], "eval")
     episodes, seed = opts.episodes, opts.seed
-    env = make_env(host.registry, cfg, seed)
-    policy = algo.policy()
-    try:
-        result = evaluate(policy.act, env, episodes, seed=seed, reset_policy=policy.reset)
-    finally:
-        env.close()
     ckpt_path = Path(ckpt["path"])
     run_dir = (
         ckpt_path.parent.parent if ckpt_path.parent.name == "checkpoints" else ckpt_path.parent
     )
-    out = Path(opts.out or run_dir / "eval.json")
+    # A model folder may be a read-only download: its report goes to the working directory.
+    out = Path(opts.out or ("eval.json" if opts.model else run_dir / "eval.json"))
+    step = (ckpt.get("runner") or {}).get("step")
+    video = _video_path(opts, out, f"eval_step_{step}_seed_{seed}" if step else f"eval_seed_{seed}")
+    policy = algo.policy()
+    result, recorded = _run_eval(host, cfg, policy, opts, video)
     report = {
-        "checkpoint": str(ckpt_path),
+        "checkpoint": None if opts.model else str(ckpt_path),
+        **({"model": str(ckpt_path)} if opts.model else {}),
         "algo": ckpt["algo"],
         "env": (cfg.get("env") or {}).get("id"),
         "episodes": episodes,
         "seed": seed,
-        "step": (ckpt.get("runner") or {}).get("step"),
+        "step": step,
+        **({"video": str(recorded[0]), "video_frames": recorded[1]} if recorded else {}),
         **{k: v for k, v in result.items()},
     }
     atomic_write_json(out, report)
@@ -421,7 +440,53 @@ def cmd_eval(args: list[str]) -> int:
     print(
         f"{line} (min {np.min(result['returns']):.2f}, max {np.max(result['returns']):.2f}); wrote {out}"
     )
+    _print_video(recorded)
     return 0
+
+
+def _video_path(opts: EvalOptions, out: Path, stem: str) -> Path | None:
+    """`videos/<stem>.mp4` beside the eval report, when `video=true`."""
+    from roborl.core.video import VIDEO_DIR
+
+    return out.parent / VIDEO_DIR / f"{stem}.mp4" if opts.video else None
+
+
+def _run_eval(
+    host: Any, cfg: dict[str, Any], policy: Any, opts: EvalOptions, video: Path | None
+) -> tuple[dict[str, Any], tuple[Path, int] | None]:
+    """Evaluate `policy` on the config's env; with `video`, record the first episodes to it."""
+    from roborl.core.evaluate import evaluate
+
+    env = _eval_env(host, cfg, opts, video)
+    try:
+        result = evaluate(policy.act, env, opts.episodes, seed=opts.seed, reset_policy=policy.reset)
+        recorded = _finish_video(env)
+    finally:
+        env.close()
+    return result, recorded
+
+
+def _eval_env(host: Any, cfg: dict[str, Any], opts: EvalOptions, video: Path | None) -> Any:
+    """The eval env; with `video`, one that renders and records its first episodes there."""
+    from roborl.core.envs import make_env
+    from roborl.core.video import make_recording_env
+
+    if video is None:
+        return make_env(host.registry, cfg, opts.seed)
+    recorder = make_recording_env(host.registry, cfg, opts.seed)
+    recorder.start(video, episodes=min(opts.video_episodes, opts.episodes))
+    return recorder
+
+
+def _finish_video(env: Any) -> tuple[Path, int] | None:
+    from roborl.core.video import EpisodeRecorder
+
+    return env.finish() if isinstance(env, EpisodeRecorder) else None
+
+
+def _print_video(recorded: tuple[Path, int] | None) -> None:
+    if recorded is not None:
+        print(f"video: {recorded[0]} ({recorded[1]} frames)")
 
 
 def _algo_prefix_to_algo(args: Sequence[str]) -> list[str]:
@@ -465,13 +530,14 @@ def _eval_checkpoint_free(args: Sequence[str], opts: EvalOptions) -> int:
     """Evaluate an algorithm built from config alone (class attribute `checkpoint_free`)."""
     from roborl.core.algorithms import build_algorithm
     from roborl.core.checkpoint import atomic_write_json
-    from roborl.core.envs import make_env
     from roborl.core.evaluate import evaluate
 
     host = _host()
     cfg = compose_checkpoint_free(host, args, EVAL_SECTIONS, "eval")
     episodes, seed = opts.episodes, opts.seed
-    env = make_env(host.registry, cfg, seed)
+    out = Path(opts.out or "eval.json")
+    video = _video_path(opts, out, f"eval_{str(cfg['algo']['name']).replace('/', '-')}_seed_{seed}")
+    env = _eval_env(host, cfg, opts, video)
     algo = None
     try:
         algo = build_algorithm(
@@ -479,11 +545,11 @@ def _eval_checkpoint_free(args: Sequence[str], opts: EvalOptions) -> int:
         )
         policy = algo.policy()
         result = evaluate(policy.act, env, episodes, seed=seed, reset_policy=policy.reset)
+        recorded = _finish_video(env)
     finally:
         env.close()
         if algo is not None:
             algo.close()
-    out = Path(opts.out or "eval.json")
     metrics = getattr(policy, "metrics", None)
     report = {
         "checkpoint": None,
@@ -496,6 +562,7 @@ def _eval_checkpoint_free(args: Sequence[str], opts: EvalOptions) -> int:
         "episodes": episodes,
         "seed": seed,
         **(metrics() if metrics is not None else {}),
+        **({"video": str(recorded[0]), "video_frames": recorded[1]} if recorded else {}),
         **dict(result.items()),
     }
     atomic_write_json(out, report)
@@ -504,6 +571,7 @@ def _eval_checkpoint_free(args: Sequence[str], opts: EvalOptions) -> int:
         f"episodes (min {min(result['returns']):.2f}, max {max(result['returns']):.2f}); "
         f"wrote {out}"
     )
+    _print_video(recorded)
     return 0
 
 

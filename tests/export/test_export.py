@@ -1,0 +1,239 @@
+"""`roborl export`: safetensors + config.json + model card; `eval model=DIR` loads it without
+unpickling and scores exactly what the checkpoint scores; `push=` up to the Hub call."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from roborl.core.algorithms import algorithm_from_checkpoint, build_algorithm
+from roborl.core.errors import CheckpointError, ConfigError
+from roborl.core.model_dir import (
+    CONFIG_FILE,
+    WEIGHTS_FILE,
+    _decode,
+    _Encoder,
+    algorithm_from_model_dir,
+    save_model_dir,
+)
+from roborl.core.plugins import get_host
+from roborl.core.spaces import space_to_dict
+from roborl.plugins.export import hub
+from roborl.plugins.export.cli import same_actions
+
+TINY = [
+    "total_steps=400",
+    "learning_starts=200",
+    "eval_every=400",
+    "eval_episodes=3",
+    "checkpoint_every=400",
+    "log_every=200",
+    "algo.batch_size=32",
+    "algo.hidden_sizes=[16,16]",
+    "progress=false",
+    "seed=4",
+]
+
+
+def roborl(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "roborl.core.cli", *args],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, f"roborl {' '.join(args)}: {proc.stderr[-3000:]}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One small SAC run (InvertedPendulum), its run directory."""
+    root = tmp_path_factory.mktemp("export_run")
+    roborl("train", *TINY, cwd=root)
+    (summary,) = root.rglob("summary.json")
+    return summary.parent
+
+
+def test_export_then_eval_model_scores_exactly_the_checkpoint(
+    trained: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "model"
+    proc = roborl("export", f"checkpoint={trained}", f"out={out}", cwd=tmp_path)
+    assert "actions match the checkpoint's" in proc.stdout
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", CONFIG_FILE, WEIGHTS_FILE]
+
+    roborl("eval", f"checkpoint={trained}", "episodes=3", "seed=11", "out=ckpt.json", cwd=tmp_path)
+    roborl("eval", f"model={out}", "episodes=3", "seed=11", "out=model.json", cwd=tmp_path)
+    ckpt = json.loads((tmp_path / "ckpt.json").read_text())
+    model = json.loads((tmp_path / "model.json").read_text())
+    assert model["returns"] == ckpt["returns"] and model["lengths"] == ckpt["lengths"]
+    assert model["model"] == str(out) and model["checkpoint"] is None
+    assert model["env"] == "InvertedPendulum-v5"
+
+
+def test_loading_a_model_never_unpickles(
+    trained: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host = get_host()
+    roborl("export", f"checkpoint={trained}", f"out={tmp_path / 'm'}", cwd=tmp_path)
+    original, _ = algorithm_from_checkpoint(host, trained)
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a model folder must load without unpickling")
+
+    monkeypatch.setattr(torch, "load", refuse)
+    monkeypatch.setattr(pickle, "load", refuse)
+    monkeypatch.setattr(pickle, "loads", refuse)
+    monkeypatch.setattr(pickle, "Unpickler", refuse)
+    loaded, meta = algorithm_from_model_dir(host, tmp_path / "m")
+    assert meta["algo"] == "sac" and meta["source"]["step"] == 400
+    assert same_actions(original, loaded, original.observation_space) is True
+    # ...and the comparison can fail: an untrained SAC acts differently.
+    fresh = build_algorithm(
+        host, {"name": "sac", "hidden_sizes": [16, 16]}, original.observation_space,
+        original.action_space, "cpu",
+    )  # fmt: skip
+    assert same_actions(original, fresh, original.observation_space) is False
+
+
+def test_model_card_names_algo_env_seed_return_ci_versions_and_command(
+    trained: Path, tmp_path: Path
+) -> None:
+    roborl("export", f"checkpoint={trained}", f"out={tmp_path / 'm'}", cwd=tmp_path)
+    card = (tmp_path / "m" / "README.md").read_text()
+    front = card.split("---")[1]
+    assert "library_name: roborl" in front and "mean_reward" in front
+    metrics = [json.loads(x) for x in (trained / "metrics.jsonl").read_text().splitlines()]
+    last = [r for r in metrics if "eval/return_mean" in r][-1]
+    assert f"**{last['eval/return_mean']:.2f}**" in card
+    assert "95% CI [" in card and "Student-t over 3" in card
+    assert "| Algorithm | `sac` |" in card and "| Environment | `InvertedPendulum-v5` |" in card
+    assert "| Seed | 4 |" in card
+    assert "roborl train total_steps=400" in card and "'algo.hidden_sizes=[16,16]'" in card
+    for package in ("roborl", "torch", "mujoco", "gymnasium"):
+        assert f"| {package} | " in card
+    assert "http" not in card  # nothing the card says points outside the folder
+
+
+def test_export_refuses_a_folder_with_other_files(trained: Path, tmp_path: Path) -> None:
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "notes.txt").write_text("mine")
+    proc = subprocess.run(
+        [sys.executable, "-m", "roborl.core.cli", "export", f"checkpoint={trained}", "out=busy"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "other files" in proc.stderr
+    assert (tmp_path / "busy" / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("algo", ["sac", "dsac_t", "sac_lagrangian", "wsrl", "iql", "fisor", "bc"])
+def test_every_state_layout_round_trips(algo: str, tmp_path: Path) -> None:
+    """Strict loaders (FISOR, BC need their optimiser states) load through `$fresh`."""
+    host = get_host()
+    obs = gym.spaces.Box(-np.inf, np.inf, (5,), np.float32)
+    act = gym.spaces.Box(-2.0, 2.0, (2,), np.float32)
+    cfg = {"name": algo, "hidden_sizes": [8, 8]}
+    if algo == "fisor":
+        cfg = {"name": algo}
+    torch.manual_seed(0)
+    original = build_algorithm(host, cfg, obs, act, "cpu")
+    state = original.state_dict()
+    save_model_dir(
+        tmp_path, algo=algo, algo_config={k: v for k, v in cfg.items() if k != "name"},
+        observation_space=space_to_dict(obs), action_space=space_to_dict(act), state=state,
+        config={"env": {"id": "none"}},
+    )  # fmt: skip
+    torch.manual_seed(1)  # a differently initialised copy must be overwritten by the load
+    loaded, _ = algorithm_from_model_dir(host, tmp_path)
+    assert same_actions(original, loaded, obs) is True
+
+
+def test_layout_encodes_plain_values_and_marks_training_only_parts() -> None:
+    state = {
+        "net": {"w": torch.arange(6.0).reshape(2, 3)},
+        "optimizer": {"state": {0: {"exp_avg": torch.ones(2)}}, "param_groups": [{"lr": 1e-3}]},
+        "replay_buffer": {"obs": torch.zeros(100, 3)},
+        "stats": np.array([1.5, -2.0]),
+        "counts": {3: "three", 4: (1, 2)},
+        "scale": float("inf"),
+        "phase": "online",
+    }
+    enc = _Encoder()
+    layout = json.loads(json.dumps(enc.encode(state, []), allow_nan=False))
+    assert set(enc.tensors) == {"net/w", "stats"}  # no optimiser moments, no replay buffer
+    fresh = {"optimizer": {"state": {}, "param_groups": [{"lr": 3e-4}]}}
+    back = _decode(layout, enc.tensors, fresh, "")
+    assert torch.equal(back["net"]["w"], state["net"]["w"])
+    assert isinstance(back["stats"], np.ndarray) and back["stats"].tolist() == [1.5, -2.0]
+    assert back["counts"] == {3: "three", 4: (1, 2)} and back["scale"] == float("inf")
+    assert back["optimizer"] == fresh["optimizer"] and "replay_buffer" not in back
+
+
+def test_broken_model_folders_are_one_line_errors(trained: Path, tmp_path: Path) -> None:
+    host = get_host()
+    with pytest.raises(CheckpointError, match="looks like a run directory"):
+        algorithm_from_model_dir(host, trained)
+    roborl("export", f"checkpoint={trained}", f"out={tmp_path / 'm'}", cwd=tmp_path)
+    weights = tmp_path / "m" / WEIGHTS_FILE
+    weights.write_bytes(weights.read_bytes()[:100])
+    with pytest.raises(CheckpointError, match="truncated or not a safetensors file"):
+        algorithm_from_model_dir(host, tmp_path / "m")
+
+
+def _exported(tmp_path: Path) -> Path:
+    folder = tmp_path / "m"
+    folder.mkdir()
+    for name in hub.UPLOADED:
+        (folder / name).write_text("x")
+    return folder
+
+
+def test_push_checks_everything_then_calls_the_hub_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The upload itself needs the network (not here); everything before it is tested."""
+    from huggingface_hub import HfApi, constants
+
+    folder = _exported(tmp_path)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(ConfigError, match="HF_HUB_OFFLINE"):
+        hub.push(folder, "me/sac-pendulum")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # no stored token either
+    with pytest.raises(ConfigError, match="token"):
+        hub.push(folder, "me/sac-pendulum")
+    monkeypatch.setenv("HF_TOKEN", "hf_dummy")
+    with pytest.raises(ConfigError, match="NAMESPACE/NAME"):
+        hub.push(folder, "sac-pendulum")
+    with pytest.raises(ConfigError, match="lacks"):
+        hub.push(tmp_path, "me/sac-pendulum")
+
+    calls: list[tuple[str, dict[str, Any]]] = []
+
+    def create_repo(self: HfApi, **kwargs: Any) -> str:
+        calls.append(("create_repo", kwargs))
+        return "url"
+
+    def upload_folder(self: HfApi, **kwargs: Any) -> Any:
+        calls.append(("upload_folder", kwargs))
+        return type("CommitInfo", (), {"commit_url": "hub/me/sac-pendulum/commit/1"})()
+
+    monkeypatch.setattr(HfApi, "create_repo", create_repo)
+    monkeypatch.setattr(HfApi, "upload_folder", upload_folder)
+    assert hub.push(folder, "me/sac-pendulum", private=True) == "hub/me/sac-pendulum/commit/1"
+    assert [name for name, _ in calls] == ["create_repo", "upload_folder"]
+    assert calls[0][1] == {"repo_id": "me/sac-pendulum", "repo_type": "model", "private": True, "exist_ok": True}  # fmt: skip
+    upload = calls[1][1]
+    assert upload["folder_path"] == str(folder) and upload["repo_id"] == "me/sac-pendulum"
+    assert sorted(upload["allow_patterns"]) == sorted(hub.UPLOADED)
