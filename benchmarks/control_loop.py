@@ -129,7 +129,10 @@ def markdown(out: dict) -> str:
         "",
         f"`roborl deploy` ({out['policy']}) against `roborl sim-robot` ({out['env']}), "
         "separate processes on one host, loopback. Latency: JointState received -> command "
-        "written, in deploy. Host load average (1 min) before/after: "
+        "written, in deploy. deploy ticks on its own clock, so this includes the wait from a "
+        "state's arrival to the next tick (up to one period, phase arbitrary): the p50 at "
+        "100 Hz mostly shows that phase; transport costs show in the p99 and at 500 Hz. "
+        "Host load average (1 min) before/after: "
         f"{out['loadavg_before'][0]:.1f}/{out['loadavg_after'][0]:.1f}.",
         "",
         "| cell (robot / deploy) | target Hz | achieved Hz | obs->cmd p50 ms | obs->cmd p99 ms "
