@@ -1,4 +1,7 @@
-"""roborl's Cyclone DDS transport against a second DDS vendor: eProsima Fast DDS.
+"""roborl's two transports against an older ROS 2 middleware: eProsima Fast DDS 2.9 (Debian).
+
+Raw Cyclone DDS (transport=dds) and rclpy on rmw_fastrtps_cpp / Fast DDS 3 (transport=rclpy,
+the PyPI wheels) each exchange messages with the same Fast DDS 2.9 peer.
 
 The peer (scripts/fastdds_peer, built by `make install` through scripts/build_fastdds_peer.sh
 from Debian's libfastrtps-dev and `fastddsgen -typeros2`) echoes sensor_msgs/JointState and
@@ -30,10 +33,10 @@ NETNS_CYCLONE = (
 
 CHILD = textwrap.dedent(
     """
-    import json, threading, time
+    import json, sys, threading, time
     from roborl.robots import msgs
-    from roborl.robots.transport import DDSTransport
-    t = DDSTransport("roborl_vs_fastdds")
+    from roborl.robots.transport import make_transport
+    t = make_transport(sys.argv[1], "roborl_vs_fastdds")
     got = {"js": [], "fa": []}
     lock = threading.Lock()
     def keep(kind):
@@ -113,15 +116,23 @@ def netns():
         _sh("ip", "netns", "delete", name)
 
 
-def test_cyclone_and_fastdds_exchange_joint_state_and_commands(netns) -> None:
+@pytest.mark.parametrize("transport", ["dds", "rclpy"])
+def test_roborl_and_fastdds_2_exchange_joint_state_and_commands(netns, transport: str) -> None:
+    """transport=dds: Cyclone DDS; transport=rclpy: rclpy on rmw_fastrtps_cpp (Fast DDS 3)."""
     if not os.access(PEER, os.X_OK):
         pytest.fail(
             f"Fast DDS peer binary {PEER} is missing: run `make install` (or "
             "scripts/build_fastdds_peer.sh), which installs libfastrtps-dev and fastddsgen "
             "and builds it."
         )
-    env = dict(os.environ, ROS_DOMAIN_ID="42", CYCLONEDDS_URI=NETNS_CYCLONE)
-    env.pop("ROS_LOCALHOST_ONLY", None)
+    env = dict(
+        os.environ,
+        ROS_DOMAIN_ID="42",
+        CYCLONEDDS_URI=NETNS_CYCLONE,
+        RMW_IMPLEMENTATION="rmw_fastrtps_cpp",
+    )
+    for var in ("ROS_LOCALHOST_ONLY", "ROS_AUTOMATIC_DISCOVERY_RANGE"):
+        env.pop(var, None)
     peer = subprocess.Popen(
         ["ip", "netns", "exec", netns, str(PEER), "42", "150"],
         stdout=subprocess.PIPE,
@@ -134,7 +145,7 @@ def test_cyclone_and_fastdds_exchange_joint_state_and_commands(netns) -> None:
         drain = threading.Thread(target=lambda: lines.extend(peer.stdout), daemon=True)
         drain.start()
         child = subprocess.run(
-            ["ip", "netns", "exec", netns, sys.executable, "-c", CHILD],
+            ["ip", "netns", "exec", netns, sys.executable, "-c", CHILD, transport],
             env=env,
             cwd=str(ROOT),
             capture_output=True,
