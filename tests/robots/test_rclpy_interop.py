@@ -5,7 +5,9 @@ packages, no roborl code), run as a subprocess of this venv's Python with `rmw_f
 (Fast DDS 3, the default RMW of Jazzy and Kilted). Cyclone used to discover such a node yet
 exchange no data with it in either direction (it tried to use Fast DDS's XTypes type
 information, which it rejects); these tests fail if that comes back. Each direction waits for
-discovery by resending until the other side has the data, with generous deadlines.
+discovery by resending until the other side has the data, with generous deadlines. A third
+test checks the bytes: rclpy's own serialiser and roborl's DDS types decode each other's CDR
+to the same messages (as rosbags' does in test_bridge).
 """
 
 from __future__ import annotations
@@ -214,3 +216,85 @@ def test_dds_transport_joint_state_and_commands_reach_rclpy(
         "data_offset": 0,
         "data": [0.75, -1.25],
     }
+
+
+# The same messages built with rclpy's generated classes, keyed like CDR_CASES below. For each,
+# the script decodes roborl's bytes with rclpy (must equal the rclpy-built message) and prints
+# rclpy's own serialisation of the rclpy-built message.
+CDR_PEER = textwrap.dedent(
+    """
+    import json, sys
+    from builtin_interfaces.msg import Duration, Time
+    from geometry_msgs.msg import Twist, Vector3
+    from rclpy.serialization import deserialize_message, serialize_message
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Bool, Float64MultiArray, Header, MultiArrayDimension, MultiArrayLayout
+    from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+    header = Header(stamp=Time(sec=12, nanosec=345), frame_id="base_link")
+    cases = {
+        "JointState": JointState(header=header, name=["slider", "hinge"],
+            position=[0.1, -0.2], velocity=[1.5, 2.5], effort=[]),
+        "Float64MultiArray": Float64MultiArray(
+            layout=MultiArrayLayout(dim=[MultiArrayDimension(label="j", size=3, stride=3)],
+                                    data_offset=0),
+            data=[1.0, -2.0, 3.5]),
+        "JointTrajectory": JointTrajectory(header=header, joint_names=["a", "b"],
+            points=[JointTrajectoryPoint(positions=[0.5, 0.25],
+                                         time_from_start=Duration(sec=1, nanosec=5))]),
+        "Twist": Twist(linear=Vector3(x=0.5), angular=Vector3(z=-1.25)),
+        "Bool": Bool(data=True),
+    }
+    ours = json.loads(sys.stdin.read())
+    out = {}
+    for name, msg in cases.items():
+        decoded = deserialize_message(bytes.fromhex(ours[name]), type(msg))
+        out[name] = {"ours_decode_equal": decoded == msg,
+                     "rclpy_hex": serialize_message(msg).hex()}
+    print(json.dumps(out))
+    """
+)
+
+_HEADER = msgs.Header(msgs.Time(12, 345), "base_link")
+CDR_CASES = {
+    "JointState": msgs.JointState(
+        header=_HEADER,
+        name=["slider", "hinge"],
+        position=[0.1, -0.2],
+        velocity=[1.5, 2.5],
+        effort=[],
+    ),
+    "Float64MultiArray": msgs.Float64MultiArray(
+        layout=msgs.MultiArrayLayout(dim=[msgs.MultiArrayDimension("j", 3, 3)]),
+        data=[1.0, -2.0, 3.5],
+    ),
+    "JointTrajectory": msgs.JointTrajectory(
+        header=_HEADER,
+        joint_names=["a", "b"],
+        points=[
+            msgs.JointTrajectoryPoint(positions=[0.5, 0.25], time_from_start=msgs.Duration(1, 5))
+        ],
+    ),
+    "Twist": msgs.Twist(linear=msgs.Vector3(0.5, 0, 0), angular=msgs.Vector3(0, 0, -1.25)),
+    "Bool": msgs.Bool(True),
+}
+
+
+def test_cdr_decodes_both_ways_with_rclpy_serialiser() -> None:
+    """roborl's CDR decodes in rclpy to the same message and rclpy's CDR decodes with roborl's
+    types. (Bytes are not compared: rclpy's buffers carry uninitialised padding bytes.)"""
+    ours = {name: msg.serialize().hex() for name, msg in CDR_CASES.items()}
+    done = subprocess.run(
+        [sys.executable, "-c", CDR_PEER],
+        input=json.dumps(ours),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert set(result) == set(CDR_CASES)
+    for name, msg in CDR_CASES.items():
+        assert result[name]["ours_decode_equal"], f"rclpy decodes roborl's {name} differently"
+        theirs = type(msg).deserialize(bytes.fromhex(result[name]["rclpy_hex"]))
+        assert theirs == msg, name
