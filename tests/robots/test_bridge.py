@@ -122,6 +122,23 @@ def test_ros2_naming_and_domain(monkeypatch: pytest.MonkeyPatch) -> None:
         domain_id()
 
 
+def test_cyclone_config_always_carries_fastdds_compat_and_keeps_user_config(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The Fast DDS setting comes first, so a user's CYCLONEDDS_URI (merged after it) still
+    applies and can override it; the loopback config only stands in for a missing URI."""
+    from roborl.robots.dds_transport import FASTDDS_COMPAT_XML, LOOPBACK_XML, cyclone_config
+
+    assert "<IgnoreTypeInformation>1.15</IgnoreTypeInformation>" in FASTDDS_COMPAT_XML
+    for var in ("CYCLONEDDS_URI", "ROS_LOCALHOST_ONLY", "ROS_AUTOMATIC_DISCOVERY_RANGE"):
+        monkeypatch.delenv(var, raising=False)
+    assert cyclone_config() == FASTDDS_COMPAT_XML
+    monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    assert cyclone_config() == f"{FASTDDS_COMPAT_XML},{LOOPBACK_XML}"
+    monkeypatch.setenv("CYCLONEDDS_URI", "file:///etc/cyclone.xml")
+    assert cyclone_config() == f"{FASTDDS_COMPAT_XML},file:///etc/cyclone.xml"
+
+
 def _js(names, pos, vel=None):
     vel = [0.0] * len(pos) if vel is None else vel
     return msgs.JointState(name=names, position=pos, velocity=vel, effort=[])
