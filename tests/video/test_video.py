@@ -3,6 +3,7 @@ frame per step plus the reset frame; wandb gets them; robots and odd sizes are h
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -83,6 +84,14 @@ def test_train_video_every_records_evaluations_and_wandb_gets_them(tmp_path: Pat
     assert count_frames(run_dir / "videos" / "step_400.mp4") == last_eval["eval/length_mean"] + 1
     (logged,) = run_dir.glob("wandb/offline-run-*/files/media/videos/eval/video_400_*.mp4")
     assert logged.read_bytes() == (run_dir / "videos" / "step_400.mp4").read_bytes()
+
+    # `roborl report` embeds the run's latest video in its one-file HTML
+    from roborl.plugins.report.cli import write_report
+
+    write_report([run_dir], tmp_path / "report", reps=20, plots=False)
+    page = (tmp_path / "report" / "report.html").read_text()
+    embedded = page.split("<video", 1)[1].split("src='data:video/mp4;base64,", 1)[1].split("'")[0]
+    assert base64.b64decode(embedded) == (run_dir / "videos" / "step_400.mp4").read_bytes()
 
 
 def test_odd_frame_sizes_are_padded_and_an_unfinished_video_leaves_no_file(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from roborl.plugins.report.aggregate import (
     load_run,
     score_matrices,
 )
+from roborl.plugins.report.videos import video_section
 
 HOW_TO_READ = (
     "How to read this: each method's score is summarised by the interquartile mean (IQM: the "
@@ -186,6 +187,7 @@ def to_html(
             f"title='{html.escape(name)}'><figcaption>{_md_inline(caption)} "
             f"({html.escape(name)})</figcaption></figure>"
         )
+    parts.extend(video_section(result["runs"]))  # each run's latest MP4 (roborl.core.video)
     parts.append("</body></html>")
     return "\n".join(parts)
 
