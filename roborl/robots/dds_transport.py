@@ -30,7 +30,7 @@ LOOPBACK_XML = (
 
 #: Match eProsima (RTPS vendor id 1.15, i.e. Fast DDS) endpoints by type name and ignore the
 #: XTypes TypeInformation they announce. Without it Cyclone exchanges no data with a Fast DDS 3
-#: node (ROS 2 Jazzy/Kilted's default RMW) in either direction: see DDSTransport's docstring.
+#: node (rmw_fastrtps_cpp of ROS 2 Kilted) in either direction: see DDSTransport's docstring.
 FASTDDS_COMPAT_XML = (
     "<CycloneDDS><Domain><Compatibility><IgnoreTypeInformation>1.15</IgnoreTypeInformation>"
     "</Compatibility></Domain></CycloneDDS>"

@@ -2,9 +2,9 @@
 
 The peer is an independent rclpy node written here (it imports only rclpy and ROS message
 packages, no roborl code), run as a subprocess of this venv's Python with `rmw_fastrtps_cpp`
-(Fast DDS 3, the default RMW of Jazzy and Kilted). Cyclone used to discover such a node yet
-exchange no data with it in either direction (it tried to use Fast DDS's XTypes type
-information, which it rejects); these tests fail if that comes back. Each direction waits for
+(Fast DDS 3.2, as in ROS 2 Kilted). Cyclone used to discover such a node yet exchange no data
+with it in either direction (it tried to use Fast DDS's XTypes type information, which it
+rejects); these tests fail if that comes back. Each direction waits for
 discovery by resending until the other side has the data, with generous deadlines. A third
 test checks the bytes: rclpy's own serialiser and roborl's DDS types decode each other's CDR
 to the same messages (as rosbags' does in test_bridge).
