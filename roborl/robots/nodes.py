@@ -127,6 +127,10 @@ class DeployOptions:
         default=None,
         metadata={"help": "policy checkpoint (or algo=NAME for a checkpoint-free one)"},
     )
+    model: str | None = field(
+        default=None,
+        metadata={"help": "a folder written by `roborl export` (safetensors; no unpickling)"},
+    )
     rate_hz: float | None = field(
         default=None, metadata=rng(1e-3, None, "control rate (null: robot.rate_hz)")
     )
@@ -502,13 +506,14 @@ def deploy(argv: list[str]) -> int:
     # Composed (and checked) before any ROS traffic starts.
     opts, cfg = _compose(_algo_prefix_to_algo(argv), DeployOptions, DEPLOY_CONFIG, "deploy")
     algo_cfg = cfg.get("algo")
-    if not opts.checkpoint and not algo_cfg:
+    if not opts.checkpoint and not opts.model and not algo_cfg:
         raise ConfigError(
-            "deploy needs checkpoint=PATH (e.g. runs/.../checkpoints/last.pt), or algo=NAME "
-            "for an algorithm that acts without training (e.g. algo=llm llm.model=PATH)."
+            "deploy needs checkpoint=PATH (e.g. runs/.../checkpoints/last.pt), model=DIR (a "
+            "folder written by roborl export), or algo=NAME for an algorithm that acts without "
+            "training (e.g. algo=llm llm.model=PATH)."
         )
-    if opts.checkpoint and algo_cfg:
-        raise ConfigError("deploy takes checkpoint=PATH or algo=NAME, not both.")
+    if sum(bool(x) for x in (opts.checkpoint, opts.model, algo_cfg)) > 1:
+        raise ConfigError("deploy takes one of checkpoint=PATH, model=DIR or algo=NAME.")
     robot_cfg = dict(cfg["robot"])
     if opts.rate_hz:
         robot_cfg["rate_hz"] = float(opts.rate_hz)
@@ -546,7 +551,11 @@ class _DeployNode:
         self.reported_estop = False
         self.configure_error: BaseException | None = None
         host = get_host()
-        if opts.checkpoint:
+        if opts.model:
+            from roborl.core.model_dir import algorithm_from_model_dir
+
+            self.algo, _ = algorithm_from_model_dir(host, opts.model)
+        elif opts.checkpoint:
             self.algo, _ = algorithm_from_checkpoint(host, opts.checkpoint)
         else:
             name = algo_cfg["name"]  # type: ignore[index]
