@@ -54,6 +54,26 @@ class _RosoutBridge(logging.Handler):
 
 _BRIDGE = _RosoutBridge()
 _ROBOT_LOGGER = logging.getLogger("roborl.robots")
+_SAVED_LEVEL: list[int] = []
+
+
+def _bridge_attach(node: Any) -> None:
+    """Route `roborl.robots.*` INFO and above to `node` (and so to /rosout) while it is open."""
+    if not _BRIDGE.nodes:
+        _SAVED_LEVEL[:] = [_ROBOT_LOGGER.level]
+        _ROBOT_LOGGER.addHandler(_BRIDGE)
+        if _ROBOT_LOGGER.level == logging.NOTSET or _ROBOT_LOGGER.level > logging.INFO:
+            _ROBOT_LOGGER.setLevel(logging.INFO)
+    _BRIDGE.nodes.append(node)
+
+
+def _bridge_detach(node: Any) -> None:
+    """After the last node closes, Python logging is as it was before (stderr for warnings)."""
+    if node in _BRIDGE.nodes:
+        _BRIDGE.nodes.remove(node)
+        if not _BRIDGE.nodes:
+            _ROBOT_LOGGER.removeHandler(_BRIDGE)
+            _ROBOT_LOGGER.setLevel(_SAVED_LEVEL[0] if _SAVED_LEVEL else logging.NOTSET)
 
 
 def _lifecycle_node_class() -> type:
@@ -140,11 +160,7 @@ class RclpyTransport:
         )
         self._closed = False
         self._keep: list[Any] = []
-        _BRIDGE.nodes.append(self.node)
-        if _BRIDGE not in _ROBOT_LOGGER.handlers:
-            _ROBOT_LOGGER.addHandler(_BRIDGE)
-        if _ROBOT_LOGGER.level == logging.NOTSET or _ROBOT_LOGGER.level > logging.INFO:
-            _ROBOT_LOGGER.setLevel(logging.INFO)
+        _bridge_attach(self.node)
         self._thread.start()
 
     def _spin(self) -> None:
@@ -332,8 +348,7 @@ class RclpyTransport:
         if self._closed:
             return
         self._closed = True
-        if self.node in _BRIDGE.nodes:
-            _BRIDGE.nodes.remove(self.node)
+        _bridge_detach(self.node)
         self._executor.shutdown(timeout_sec=5.0)
         self.node.destroy_node()
         self._context.try_shutdown()

@@ -171,11 +171,18 @@ ROBOT = PRELUDE + textwrap.dedent(
             counts=settle_then_count(),
             label=call(get_state, GetState.Request()).current_state.label)
     elif scenario == "params":
+        from rcl_interfaces.msg import Parameter, ParameterValue
+        from rcl_interfaces.srv import SetParameters
+
         out(event="commanding", ok=wait(lambda: len(commands) >= 5, 120))
         params = call(node.create_client(GetParameters, deploy + "/get_parameters"),
                       GetParameters.Request(names=["rate_hz", "command.topic", "safety.high"]))
         out(event="params", values=[[v.type, v.double_value, v.string_value,
                                      list(v.double_array_value)] for v in params.values])
+        change = Parameter(name="rate_hz", value=ParameterValue(type=3, double_value=5.0))
+        result = call(node.create_client(SetParameters, deploy + "/set_parameters"),
+                      SetParameters.Request(parameters=[change])).results[0]
+        out(event="param_set", successful=result.successful, reason=result.reason)
     out(event="done")
     """
 )
@@ -428,6 +435,36 @@ def test_parameters_from_params_file_override_hydra_values(
     assert values[0][:2] == [3, 20.0]  # PARAMETER_DOUBLE
     assert values[1][2] == "/arm/commands"
     assert values[2][3] == [2.0]
+    # Read at start-up: a later change is refused with the reason, not silently ignored.
+    refused = robot.wait_event("param_set", 60)
+    assert not refused["successful"] and "start-up" in refused["reason"], refused
+
+
+def test_bad_ros_parameter_type_is_a_clear_error(rclpy_env, procs) -> None:
+    sim = procs(["sim-robot", "--ros-args", "-p", "rate_hz:=fast"], rclpy_env)
+    assert sim.proc.wait(timeout=START) == 2
+    time.sleep(0.3)
+    err = sim.stderr()
+    assert "rate_hz:='fast'" in err and "expected a number" in err, err[-2000:]
+
+
+def test_split_ros_args_and_qos_settings() -> None:
+    from roborl.core.errors import ConfigError
+    from roborl.robots.transport import qos_spec, split_ros_args
+
+    own, ros = split_ros_args(
+        ["rate_hz=5", "--ros-args", "-p", "a:=1", "--", "seed=2", "--ros-args", "-r", "__ns:=/x"]
+    )
+    assert own == ["rate_hz=5", "seed=2"]
+    assert ros == ["-p", "a:=1", "-r", "__ns:=/x"]
+    with pytest.raises(ConfigError, match="no such file"):
+        split_ros_args(["--params-file", "/nonexistent/params.yaml"])
+    assert qos_spec("sensor_data", "q") == "sensor_data"
+    assert qos_spec({"reliability": "best_effort", "depth": 1}, "q")["durability"] == "volatile"
+    with pytest.raises(ConfigError, match=r"robot\.qos\.state\.reliability='sometimes'"):
+        qos_spec({"reliability": "sometimes"}, "robot.qos.state")
+    with pytest.raises(ConfigError, match="unknown keys"):
+        qos_spec({"lifespan": 3}, "robot.qos.state")
 
 
 def test_dds_transport_refuses_ros_arguments(rclpy_env, procs) -> None:
