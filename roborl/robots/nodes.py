@@ -293,8 +293,8 @@ def _serve_sim(
     unknown = [j for j in p["joints"] if j not in by_name]
     if unknown or not p["joints"]:
         raise ConfigError(
-            f"joints={p['joints']}: {unknown or 'empty'}; the model's hinge/slide joints are "
-            f"{list(by_name)}."
+            f"joints={p['joints']} names {'unknown joints ' + str(unknown) if unknown else 'none'}"
+            f"; the model's hinge/slide joints are {list(by_name)}."
         )
     table = [by_name[j] for j in p["joints"]]
     names = [t[0] for t in table]
@@ -337,7 +337,7 @@ def _serve_sim(
         with lock:
             resets.append(done)
         if done.wait(5.0):
-            return True, f"episode {state['episodes'] + 1} started"
+            return True, f"new episode started (reset request {state['reset_requests']})"
         return False, "sim-robot did not reset within 5 s (is its loop running?)"
 
     subscribe(transport, p["command_topic"], msgs.Float64MultiArray, on_command, qos["command"])
