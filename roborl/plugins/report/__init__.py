@@ -1,4 +1,7 @@
-"""`roborl report RUN_DIRS...`: aggregate runs across seeds and methods (rliable)."""
+"""`roborl report RUN_DIRS...` (rliable aggregates) and `roborl compare` (AdaStop decisions).
+
+Also registers `algo=random`, the baseline both need (`roborl.plugins.report.baselines`).
+"""
 
 from __future__ import annotations
 
@@ -22,6 +25,20 @@ def aggregate(*args: Any, **kwargs: Any) -> Any:
     return _aggregate(*args, **kwargs)
 
 
+def _cmd_compare(argv: list[str]) -> int:
+    """run two or more configs seed group by seed group until AdaStop decides every pair"""
+    from roborl.plugins.report.compare import main
+
+    return main(argv)
+
+
 @hookimpl
 def roborl_cli_commands() -> dict[str, Callable[[list[str]], int]]:
-    return {"report": _cmd_report}
+    return {"report": _cmd_report, "compare": _cmd_compare}
+
+
+@hookimpl
+def roborl_algorithms() -> dict[str, type]:
+    from roborl.plugins.report.baselines import RandomAgent
+
+    return {"random": RandomAgent}
