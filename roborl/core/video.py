@@ -113,6 +113,7 @@ class Mp4Writer:
                 self._container.mux(packet)
             self._container.close()
             assert self._tmp is not None
+            self._tmp.chmod(0o644)  # mkstemp makes it private; a video is meant to be watched
             os.replace(self._tmp, self.path)
         except BaseException:
             self.abort()
