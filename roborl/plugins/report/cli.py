@@ -135,7 +135,7 @@ CSS = (
     "padding:3px 8px;font-size:14px}th{background:#f2f2f2}.note{background:#fff8e1;padding:.6em"
     " 1em;border-left:4px solid #f0b400}.how{background:#eef5ff;padding:.6em 1em;border-left:"
     "4px solid #3b82f6}figure{margin:1em 0}img{max-width:100%;height:auto}figcaption{color:#555;"
-    "font-size:13px}"
+    "font-size:13px}.scroll{overflow-x:auto}"
 )
 
 
@@ -165,12 +165,12 @@ def to_html(
     ]
 
     def table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-        parts.append(f"<h2>{_md_inline(title)}</h2><table><tr>")
+        parts.append(f"<h2>{_md_inline(title)}</h2><div class='scroll'><table><tr>")
         parts.extend(f"<th>{html.escape(h)}</th>" for h in header)
         parts.append("</tr>")
         for r in rows:
             parts.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>")
-        parts.append("</table>")
+        parts.append("</table></div>")
 
     for title, header, rows, sentence in sections:
         table(title, header, rows)
