@@ -397,13 +397,18 @@ def make_scorer(common: Sequence[str], opts: CompareOptions) -> ScoreFn:
             import multiprocessing as mp
             from concurrent.futures import ProcessPoolExecutor, as_completed
 
-            with ProcessPoolExecutor(opts.jobs, mp_context=mp.get_context("spawn")) as pool:
+            pool = ProcessPoolExecutor(opts.jobs, mp_context=mp.get_context("spawn"))
+            try:
                 futures = {
                     pool.submit(run_job, _job_overrides(j, common), j.run_dir): j for j in todo
                 }
                 for fut in as_completed(futures):
                     fut.result()
                     _progress(futures[fut], time.time() - t0, opts)
+            except BaseException:  # Ctrl-C or a failed run: queued runs must not start
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+            pool.shutdown()
         values = []
         for j in jobs:
             rec = load_run(j.run_dir)
