@@ -221,7 +221,7 @@ def parse_args(argv: Sequence[str]) -> tuple[CompareOptions, list[Method], list[
 
 
 class TaskTest:
-    """AdaStop on one task: the `adastop` comparator plus the scores and seeds it saw."""
+    """AdaStop on one task: the sequential test plus the scores and seeds it has seen."""
 
     def __init__(
         self, task: str, labels: Sequence[str], n: int, K: int, alpha: float, B: int, seed: int
@@ -303,8 +303,8 @@ def run_comparison(
     """Groups of `opts.n` seeds per active method and task until every test is finished.
 
     `score(jobs)` runs the jobs (or looks up finished ones) and returns one score per job;
-    `tasks` are the per-task overrides ("" for the config's own env). The tests are returned
-    also when interrupted, in the state of the last finished group.
+    `tasks` are the per-task overrides ("" for the config's own env). `on_group(tests, k)`
+    sees the state after each group (`main` saves it there, so an interrupt loses no group).
     """
     labels = [m.label for m in methods]
     by_label = {m.label: m for m in methods}
