@@ -184,6 +184,11 @@ def test_broken_model_folders_are_one_line_errors(trained: Path, tmp_path: Path)
     with pytest.raises(CheckpointError, match="looks like a run directory"):
         algorithm_from_model_dir(host, trained)
     roborl("export", f"checkpoint={trained}", f"out={tmp_path / 'm'}", cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "roborl.core.cli", "eval", f"checkpoint={tmp_path / 'm'}"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2 and f"model={tmp_path / 'm'}" in proc.stderr
     weights = tmp_path / "m" / WEIGHTS_FILE
     weights.write_bytes(weights.read_bytes()[:100])
     with pytest.raises(CheckpointError, match="truncated or not a safetensors file"):
