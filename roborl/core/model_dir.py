@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from roborl.core.checkpoint import atomic_write_bytes, atomic_write_json
-from roborl.core.errors import CheckpointError
+from roborl.core.errors import CheckpointError, ConfigError
 
 FORMAT = "roborl-model"
 FORMAT_VERSION = 1
@@ -42,6 +42,16 @@ CONFIG_FILE = "config.json"
 CARD_FILE = "README.md"
 DROPPED_KEYS = ("replay_buffer",)
 """State keys left out of an export: experience, not policy (SB3 keeps its buffer there)."""
+
+
+def _safetensors() -> Any:
+    try:
+        import safetensors.torch
+    except ImportError:
+        raise ConfigError(
+            "model folders need safetensors: pip install safetensors (roborl depends on it)."
+        ) from None
+    return safetensors
 
 
 def is_model_dir(path: str | os.PathLike[str]) -> bool:
@@ -198,8 +208,7 @@ def save_model_dir(
     `observation_space`/`action_space` are `roborl.core.spaces.space_to_dict` dicts and
     `config` is the run's config (the env a policy was trained on).
     """
-    from safetensors.torch import save
-
+    save = _safetensors().torch.save
     encoder = _Encoder()
     layout = encoder.encode(dict(state), [])
     meta = {
@@ -230,9 +239,7 @@ def save_model_dir(
 
 def read_model_dir(path: str | os.PathLike[str], device: str = "cpu") -> dict[str, Any]:
     """config.json's data plus ``tensors`` (name -> tensor) from model.safetensors."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
+    safetensors = _safetensors()
     path = Path(path)
     if not path.is_dir():
         raise CheckpointError(
@@ -266,8 +273,8 @@ def read_model_dir(path: str | os.PathLike[str], device: str = "cpu") -> dict[st
         if key in meta:
             meta[key] = _from_json(meta[key])
     try:
-        meta["tensors"] = load_file(str(path / WEIGHTS_FILE), device=device)
-    except (SafetensorError, OSError, ValueError) as exc:
+        meta["tensors"] = safetensors.torch.load_file(str(path / WEIGHTS_FILE), device=device)
+    except (safetensors.SafetensorError, OSError, ValueError) as exc:
         raise CheckpointError(
             f"{path / WEIGHTS_FILE} could not be read ({exc}); it is truncated or not a "
             "safetensors file."

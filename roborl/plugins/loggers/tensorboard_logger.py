@@ -38,7 +38,7 @@ class TensorBoardLogger(Logger):
             from tensorboardX import SummaryWriter
         except ImportError:
             raise ConfigError(
-                "logger=tensorboard needs tensorboardX: pip install tensorboardX "
+                'logger=tensorboard needs tensorboardX: pip install "roborl[tensorboard]" '
                 "(and tensorboard to view the logs)."
             ) from None
         if flush_secs <= 0:
