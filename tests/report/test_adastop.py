@@ -38,7 +38,7 @@ def _ours(data: dict[str, np.ndarray], n: int, K: int, seed: int, two_sided: boo
 
 @pytest.mark.parametrize(
     ("agents", "n", "K", "shift"),
-    [(2, 5, 3, 0.0), (3, 5, 3, 1.2), (4, 3, 3, 1.5), (2, 3, 4, 0.8), (3, 5, 2, 0.0)],
+    [(2, 5, 3, 0.0), (3, 5, 3, 1.2), (2, 3, 4, 0.8), (3, 5, 2, 0.0)],
 )
 def test_one_sided_mode_reproduces_the_adastop_package(
     agents: int, n: int, K: int, shift: float

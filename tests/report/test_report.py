@@ -88,7 +88,7 @@ def test_cli_report_with_refs_matches_rliable_on_normalised_scores(tmp_path: Pat
     # the older flag spellings (--out, --reps, --seed) still work beside key=value
     proc = subprocess.run(
         [sys.executable, "-m", "roborl.core.cli", "report", str(tmp_path / "runs"),
-         "--out", str(out), "--reps", "500", "--seed", "0", f"refs={refs}"],
+         "--out", str(out), "--reps", "200", "--seed", "0", f"refs={refs}"],
         capture_output=True, text=True, timeout=180,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -97,7 +97,7 @@ def test_cli_report_with_refs_matches_rliable_on_normalised_scores(tmp_path: Pat
     assert result["normalization"]["kind"] == "refs"
     assert len(result["runs"]) == 20
     for which in ("final", "best"):
-        points, cis = _direct(truth, which, 500)
+        points, cis = _direct(truth, which, 200)
         for algo in ALGOS:
             got = result["aggregates"][which][algo]["iqm"]
             assert got["point"] == pytest.approx(points[algo][0], rel=1e-9)
