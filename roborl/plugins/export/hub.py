@@ -21,9 +21,7 @@ def _hub() -> Any:
     try:
         import huggingface_hub
     except ImportError:
-        raise ConfigError(
-            "push= needs huggingface_hub: pip install huggingface_hub (or roborl[hub])."
-        ) from None
+        raise ConfigError("push= needs huggingface_hub: pip install huggingface_hub.") from None
     return huggingface_hub
 
 
