@@ -34,7 +34,8 @@ def roborl_robots() -> dict[str, Any]:
 
 @hookimpl
 def roborl_cli_commands() -> dict[str, Any]:
-    from roborl.robots.nodes import deploy_cmd, sim_robot_cmd
+    from roborl.robots.deploy import deploy_cmd
+    from roborl.robots.sim_robot import sim_robot_cmd
 
     return {"sim-robot": sim_robot_cmd, "deploy": deploy_cmd}
 

@@ -29,10 +29,13 @@ GAINS = [0.5, 5.0, 0.5, 1.0]  # a linear balance controller for [x, theta, xdot,
 
 @pytest.fixture
 def ros_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """Environment for this test's processes: own ROS_DOMAIN_ID, loopback-only Cyclone."""
+    """Environment for this test's processes: own ROS_DOMAIN_ID, loopback-only Cyclone, and
+    rclpy (Fast DDS) discovery limited to this host (Kilted's replacement of ROS_LOCALHOST_ONLY)."""
     domain = str(next(_IDS) % 200 + 1)
     monkeypatch.setenv("ROS_DOMAIN_ID", domain)
     monkeypatch.setenv("CYCLONEDDS_URI", LOOPBACK)
+    monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    monkeypatch.delenv("ROS_LOCALHOST_ONLY", raising=False)
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
     return env
