@@ -173,7 +173,7 @@ def test_methods_are_compared_on_shared_tasks_only(tmp_path: Path) -> None:
     )
 
 
-def test_offline_runs_plot_against_gradient_updates(tmp_path: Path) -> None:
+def test_curves_use_the_runs_clock(tmp_path: Path) -> None:
     _write_run(tmp_path / "off", "iql", "Hopper-v5", 0, [1.0, 2.0, 3.0], steps=0, updates=3000)
     metrics_path = tmp_path / "off" / "metrics.jsonl"
     recs = [json.loads(x) for x in metrics_path.read_text().splitlines()]
@@ -187,6 +187,12 @@ def test_offline_runs_plot_against_gradient_updates(tmp_path: Path) -> None:
     assert load_run(tmp_path / "on").x_label == "env steps"
     curves = learning_curves([run], reps=50)
     assert curves[("iql", "Hopper-v5")]["x_label"] == "gradient updates"
+    # a run on a robot: robot time from its control rate (config.yaml's robot.rate_hz)
+    _write_run(tmp_path / "robot", "sac", "robot:arm", 0, [1.0, 2.0, 3.0])
+    (tmp_path / "robot" / "config.yaml").write_text("robot:\n  name: arm\n  rate_hz: 20.0\n")
+    robot = load_run(tmp_path / "robot")
+    assert robot.x_label.startswith("robot time (s")
+    assert robot.curves["return"][0].tolist() == [50.0, 100.0, 150.0]
 
 
 def test_python_api_and_bad_input(tmp_path: Path) -> None:
