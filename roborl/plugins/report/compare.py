@@ -88,6 +88,10 @@ class CompareOptions:
         default=True, metadata={"help": "also write out/report (roborl report on the runs)"}
     )
     reps: int = field(default=2000, metadata=rng(10, None, "bootstrap replications of the report"))
+    refs: str | None = field(
+        default=None,
+        metadata={"help": "the report's refs=FILE (task -> {random, reference}) for a task list"},
+    )
 
 
 @dataclass(frozen=True)
@@ -607,6 +611,7 @@ def main(argv: list[str]) -> int:
             metric=None,
             reps=opts.reps,
             seed=opts.seed,
+            refs=opts.refs,
             md_sections=[("AdaStop decisions", to_markdown(result).split("## Decisions\n", 1)[1])],
             html_sections=[("AdaStop decisions", header, rows, status_sentence(result))],
         )
