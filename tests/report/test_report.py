@@ -16,7 +16,7 @@ from rliable import metrics
 
 from roborl.core.errors import ConfigError
 from roborl.plugins.report import aggregate
-from roborl.plugins.report.aggregate import learning_curves, load_run
+from roborl.plugins.report.aggregate import find_run_dirs, learning_curves, load_run
 
 ALGOS = ("algo_a", "algo_b")
 ENVS = ("Hopper-v5", "Walker2d-v5")
@@ -171,6 +171,11 @@ def test_methods_are_compared_on_shared_tasks_only(tmp_path: Path) -> None:
         res["aggregates"]["final"]["algo_a"]["iqm"]
         == (res["per_task_aggregates"]["final"]["Hopper-v5"]["algo_a"]["iqm"])
     )
+    # methods that share no task are never put side by side in one aggregate
+    apart = [r for r in find_run_dirs([tmp_path / "runs"]) if "algo_a_Walker" in r.name or "c_" in r.name]  # fmt: skip
+    res = aggregate(apart, reps=200, refs=REFS)
+    assert res["shared_tasks"] == [] and res["aggregates"] == {} and not res["cross_task"]
+    assert "No task is shared by every method" in res["note"]
 
 
 def test_curves_use_the_runs_clock(tmp_path: Path) -> None:
