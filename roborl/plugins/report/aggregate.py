@@ -491,8 +491,10 @@ def aggregate(
     for w in which:
         by_task: dict[str, Any] = {}
         for task in tasks_all:
-            matrices, _ = score_matrices([r for r in records if r.env == task], per_task_metric, w)
-            by_task[task] = interval_estimates(matrices, reps, ci, seed)
+            scored = [r for r in records if r.env == task and per_task_metric in r.final]
+            if scored:  # a task whose runs all stopped before their first evaluation has none
+                matrices, _ = score_matrices(scored, per_task_metric, w)
+                by_task[task] = interval_estimates(matrices, reps, ci, seed)
         result["per_task_aggregates"][w] = by_task
     others = sorted({m for r in records for m in r.final} - {metric})
     for m in others:

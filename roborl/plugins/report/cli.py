@@ -372,6 +372,8 @@ def plot_all(
              f"IQM, median and mean of the {which} `{metric}` with {ci}% CIs")  # fmt: skip
     ptm = result["per_task_metric"]
     for which, by_task in result["per_task_aggregates"].items():
+        if not by_task:
+            continue
         fig = plot_per_task(by_task, colors, f"{which} {ptm}", f"Per-task IQM ({ci}% CIs)")
         save(fig, f"per_task_{which}.png",
              f"IQM of the {which} `{ptm}` per task with {ci}% CIs, each task on its own scale")  # fmt: skip
