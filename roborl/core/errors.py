@@ -79,6 +79,7 @@ OPTIONAL_MODULES = {
     "wandb": "wandb",
     "tensorboardX": "tensorboard",
     "av": "video",
+    "huggingface_hub": "hub",
     "hydra_plugins": "sweeps",
 }
 

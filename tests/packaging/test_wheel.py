@@ -214,6 +214,7 @@ def check_core(venv: Venv) -> None:
     default algorithm trains, nothing of vLLM/Ray/transformers/ROS came along, and a feature
     used without its extra is a one-line error naming the extra."""
     venv.absent(["vllm", "ray", "transformers", "wandb", "rclpy", "cyclonedds", "triton"])
+    venv.py("import safetensors.torch")  # export folders load in the core install
     assert "all plugins valid" in venv.roborl("plugins", "--check").stdout
     venv.roborl("train", *TINY_TRAIN, "hydra.run.dir=run")
     summary = _summary(venv, "run")
@@ -330,7 +331,7 @@ def check_all(venv: Venv) -> None:
     clash between two extras' pins shows here), and every plugin loads."""
     venv.py(
         "import rclpy, cyclonedds, transformers, gguf, accelerate, minari, h5py, ray, rliable, "
-        "pandas, scipy, stable_baselines3, wandb, tensorboardX, av, "
+        "pandas, scipy, stable_baselines3, wandb, tensorboardX, av, huggingface_hub, "
         "hydra_plugins.hydra_submitit_launcher\n"
         "from roborl.core.cli import main\n"
         "raise SystemExit(main(['plugins', '--check']))"
