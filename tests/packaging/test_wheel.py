@@ -20,6 +20,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 import zipfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -358,13 +359,20 @@ assert set(CHECKS) == {*FEATURE_EXTRAS, "core"}
 def installs(dist: Dist, tmp_path_factory: pytest.TempPathFactory) -> dict[str, BaseException]:
     """Every install + check, two at a time; the failures by name (the tests report them)."""
 
-    def one(name: str) -> None:
+    def one(name: str) -> str:
         base = tmp_path_factory.mktemp(f"extra-{name}")
-        CHECKS[name](_fresh_venv(dist.wheel, None if name == "core" else name, base))
+        start = time.monotonic()
+        venv = _fresh_venv(dist.wheel, None if name == "core" else name, base)
+        installed = time.monotonic()
+        CHECKS[name](venv)
+        return (
+            f"{name}: install {installed - start:.0f} s, check {time.monotonic() - installed:.0f} s"
+        )
 
     _uv(), _pip_config_args()
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = {name: pool.submit(one, name) for name in CHECKS}
+    print("\n" + "\n".join(f.result() for f in futures.values() if f.exception() is None))
     return {name: exc for name, f in futures.items() if (exc := f.exception()) is not None}
 
 
