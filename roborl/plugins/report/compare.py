@@ -502,6 +502,8 @@ def status_sentence(result: Mapping[str, Any]) -> str:
         + (" (stopped early)" if most < result["max_groups"] else ""),
         "budget spent": f"budget spent: all {result['max_groups']} groups ran",
         "interrupted": f"interrupted after {most} group(s); run the same command again to continue",
+        "running": f"{most} group(s) done so far (if no roborl compare is running on this "
+        "out=, run the same command again to continue)",
     }[result["status"]]
     return (
         f"AdaStop, {result['score']}, groups of n={result['n']} seeds per method, at most "
@@ -588,7 +590,7 @@ def main(argv: list[str]) -> int:
     def on_group(tests: list[TaskTest], k: int) -> None:
         last[:] = tests
         done = all(t.finished for t in tests)
-        write(tests, _status(tests) if done else "interrupted")
+        write(tests, _status(tests) if done else "running")
         for t in tests:
             said = "; ".join(f"{d['a']} vs {d['b']}: {d['decision']}" for d in t.decisions())
             name = t.task.split("=", 1)[-1] or "default"
