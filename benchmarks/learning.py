@@ -1,13 +1,21 @@
 """Learning comparison: roborl DSAC-T vs roborl SAC vs stable-baselines3 SAC.
 
-Same env-step budget, seeds, eval protocol (deterministic policy, N episodes) for every method;
-final return aggregated over seeds with rliable's interquartile mean and 95% stratified bootstrap
-CIs, per env (returns are not normalised across envs). Writes benchmarks/results/learning.json
-and learning.png. Each (method, env, seed) cell runs in its own worker process (`--jobs` at a
-time, one torch thread each); finished cells are appended to learning_partial.jsonl so an
-interrupted run keeps what it finished. Usage:
+Default (`--mode compare`): runs the three through `roborl compare` (AdaStop, Mathieu et al.
+2023): seeds in groups of `--n` per method until every pair is decided at a family-wise error
+of `--alpha`, or `--max-groups` groups are spent. Same env-step budget, learning starts, eval
+protocol (deterministic policy, N episodes) for every method; SB3's SAC gets the same
+`learning_starts` through its kwargs. Copies compare.md/json and the report (rliable
+aggregates, plots, self-contained report.html) to benchmarks/results/<out>/; the run
+directories stay in --work-dir. Usage:
 
-    nice python benchmarks/learning.py --steps 100000 --seeds 3 --jobs 2
+    nice -n 10 python benchmarks/learning.py --envs inverted_pendulum --steps 5000 --n 5 \
+        --max-groups 2 --jobs 2
+
+`--mode cells` is the older fixed-seed grid (every method x env x seed in worker processes,
+finals aggregated with rliable's IQM per env, learning.json/learning.png), kept so the
+earlier results can be regenerated:
+
+    nice python benchmarks/learning.py --mode cells --steps 100000 --seeds 3 --jobs 2
 """
 
 from __future__ import annotations
@@ -88,8 +96,56 @@ def run_cell(args: tuple) -> tuple[str, int, list, float]:
     return f"{method}/{env}", seed, c, time.time() - t0
 
 
+COMPARE_ENVS = {"halfcheetah": "halfcheetah", "hopper": "hopper",
+                "inverted_pendulum": "inverted_pendulum"}  # fmt: skip
+
+
+def compare_main(a: argparse.Namespace) -> None:
+    """The three methods through `roborl compare`; results copied to benchmarks/results."""
+    import shutil
+
+    from roborl.core.cli import main as roborl_main
+
+    starts = a.learning_starts if a.learning_starts is not None else min(5000, a.steps // 4)
+    ev = a.eval_every or max(a.steps // 4, 1)
+    work = Path(a.work_dir)
+    argv = [
+        "compare",
+        "dsac_t: algo=dsac_t",
+        "sac: algo=sac",
+        f"sb3_sac: algo=sb3/sac algo.kwargs={{learning_starts:{starts}}}",
+        f"env={','.join(COMPARE_ENVS[e] for e in a.envs)}",
+        f"total_steps={a.steps}", f"learning_starts={starts}", f"eval_every={ev}",
+        f"eval_episodes={a.episodes}", f"checkpoint_every={a.steps}", f"log_every={ev}",
+        f"n={a.n}", f"max_groups={a.max_groups}", f"alpha={a.alpha}", f"jobs={a.jobs}",
+        f"seed={a.seed}", f"out={work}",
+    ]  # fmt: skip
+    print("roborl " + " ".join(repr(x) if " " in x else x for x in argv), flush=True)
+    t0 = time.time()
+    code = roborl_main(argv)
+    if code:
+        raise SystemExit(code)
+    dest = OUT / a.out
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("compare.json", "compare.md"):
+        shutil.copy(work / name, dest / name)
+    for f in (work / "report").iterdir():
+        if f.suffix in (".md", ".html", ".json", ".png"):
+            shutil.copy(f, dest / f.name)
+    meta = {"command": ["roborl", *argv], "wall_s": time.time() - t0, "jobs": a.jobs,
+            "torch_threads": 1, "note": a.note}  # fmt: skip
+    (dest / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    print(f"wrote {dest}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
+    p.add_argument("--mode", choices=["compare", "cells"], default="compare")
+    p.add_argument("--n", type=int, default=5, help="compare: seeds per method per group")
+    p.add_argument("--max-groups", type=int, default=2, help="compare: AdaStop's K")
+    p.add_argument("--alpha", type=float, default=0.05, help="compare: family-wise error")
+    p.add_argument("--seed", type=int, default=0, help="compare: first seed")
+    p.add_argument("--work-dir", default="runs/learning_compare", help="compare: run dirs")
     p.add_argument("--steps", type=int, default=100_000)
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--eval-every", type=int, default=None)
@@ -97,11 +153,16 @@ def main() -> None:
     p.add_argument("--envs", nargs="+", default=list(ENVS))
     p.add_argument("--jobs", type=int, default=1, help="cells run in parallel processes")
     p.add_argument("--learning-starts", type=int, default=None, help="default min(5000, steps/4)")
-    p.add_argument("--out", default="learning", help="results file stem")
+    p.add_argument("--out", default=None, help="results name (learning / learning_compare)")
     p.add_argument("--from-partial", type=Path, default=None, help="summarise a partial jsonl")
     p.add_argument("--note", default=None, help="free text stored in the JSON")
     a = p.parse_args()
     torch.set_num_threads(1)
+    if a.mode == "compare":
+        a.out = a.out or "learning_compare"
+        compare_main(a)
+        return
+    a.out = a.out or "learning"
     ev = a.eval_every or max(a.steps // 10, 1)
     starts = a.learning_starts if a.learning_starts is not None else min(5000, a.steps // 4)
     if a.from_partial is not None:
