@@ -31,8 +31,8 @@ from roborl.plugins.report.videos import video_section
 
 HOW_TO_READ = (
     "How to read this: each method's score is summarised by the interquartile mean (IQM: the "
-    "mean of the middle 50% of runs, robust to a lucky or a crashed seed), the median and the "
-    "mean, each with a {ci}% stratified-bootstrap confidence interval (rliable; Agarwal et al., "
+    "mean of the middle 50% of runs, robust to a lucky or a crashed seed), the median (rliable's: "
+    "of the per-task means, so with one task it equals the mean) and the mean, each with a {ci}% stratified-bootstrap confidence interval (rliable; Agarwal et al., "
     "2021). In the interval plots the dot is the estimate and the bar its interval; "
     "widely overlapping bars warn that the runs may not separate the methods (overlap is "
     "not a test: `roborl compare` runs one). "
