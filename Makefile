@@ -68,7 +68,10 @@ docs: install-test
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 test: install-test lint docs
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q
+	# Two workers for everything that can share the machine (a module stays on one worker),
+	# then the `serial` tests alone: they spawn their own workers or measure a rate.
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not serial" --durations=20
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m serial --durations=10
 
 clean:
 	rm -rf $(VENV) runs build/site .pytest_cache .ruff_cache

@@ -31,3 +31,19 @@ def _isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
     monkeypatch.setenv("WANDB_DIR", str(tmp_path))
     monkeypatch.chdir(tmp_path)
+
+
+# Directories whose session fixtures are expensive enough to start once (a vLLM server and
+# engine): all their tests go to one pytest-xdist worker.
+_ONE_WORKER_DIRS = ("llm",)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under `pytest -n 2 --dist loadgroup` (`make test`), keep each module on one worker (its
+    module-scoped fixtures are built once) and each `_ONE_WORKER_DIRS` directory together."""
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        rel = Path(str(item.path)).resolve().relative_to(ROOT / "tests")
+        group = rel.parts[0] if rel.parts[0] in _ONE_WORKER_DIRS else rel.as_posix()
+        item.add_marker(pytest.mark.xdist_group(group))

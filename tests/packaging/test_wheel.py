@@ -29,6 +29,9 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.serial  # it builds and exercises fresh venvs two at a time
+
+
 ROOT = Path(__file__).resolve().parents[2]
 FEATURE_EXTRAS = ["ros2", "llm", "offline", "safe", "vla", "ray", "report", "sb3", "all"]
 # A tiny but real training run of the default algorithm (SAC): seconds, not minutes.

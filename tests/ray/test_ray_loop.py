@@ -18,6 +18,9 @@ from roborl.core.hookspecs import hookimpl
 from roborl.core.plugins import PluginHost
 from roborl.core.runner import Runner
 
+pytestmark = pytest.mark.serial  # a local Ray cluster claims both cores
+
+
 BASE: dict[str, Any] = {
     "algo": {"name": "sac", "hidden_sizes": [32, 32], "batch_size": 64},
     "env": {"id": "InvertedPendulum-v5"},

@@ -13,6 +13,9 @@ import pytest
 from roborl.core.errors import ConfigError
 from roborl.plugins.ray.sweep import expand_grid, parse_sweep
 
+pytestmark = pytest.mark.serial  # a local Ray cluster claims both cores
+
+
 SMALL = [
     "total_steps=400",
     "learning_starts=200",

@@ -22,8 +22,12 @@ LOOPBACK = (
     '<Peer address="127.0.0.1"/></Peers><ParticipantIndex>auto</ParticipantIndex>'
     "<MaxAutoParticipantIndex>64</MaxAutoParticipantIndex></Discovery></Domain></CycloneDDS>"
 )
-# Per-process base so parallel helpers' suites (and our own tests) never share a domain.
-_IDS = itertools.count(100 + (os.getpid() % 50) * 2)
+# Disjoint domain ranges per pytest-xdist worker (`make test` runs two: gw0, gw1), and a
+# per-process base otherwise, so concurrent suites never share a domain. The fixed ids some
+# tests use (42, 77) lie below every range.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+_BASE = 110 + 50 * int(_WORKER[2:]) if _WORKER[2:].isdigit() else 100 + (os.getpid() % 40) * 2
+_IDS = itertools.count(0)
 GAINS = [0.5, 5.0, 0.5, 1.0]  # a linear balance controller for [x, theta, xdot, thetadot]
 
 
@@ -31,7 +35,7 @@ GAINS = [0.5, 5.0, 0.5, 1.0]  # a linear balance controller for [x, theta, xdot,
 def ros_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """Environment for this test's processes: own ROS_DOMAIN_ID, loopback-only Cyclone, and
     rclpy (Fast DDS) discovery limited to this host (Kilted's replacement of ROS_LOCALHOST_ONLY)."""
-    domain = str(next(_IDS) % 200 + 1)
+    domain = str(_BASE + next(_IDS) % 50)
     monkeypatch.setenv("ROS_DOMAIN_ID", domain)
     monkeypatch.setenv("CYCLONEDDS_URI", LOOPBACK)
     monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
