@@ -4,7 +4,6 @@ unpickling and scores exactly what the checkpoint scores; `push=` up to the Hub 
 from __future__ import annotations
 
 import json
-import os
 import pickle
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from cli_runner import roborl
 
 from roborl.core.algorithms import algorithm_from_checkpoint, build_algorithm
 from roborl.core.errors import CheckpointError, ConfigError
@@ -43,16 +43,6 @@ TINY = [
     "progress=false",
     "seed=4",
 ]
-
-
-def roborl(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "roborl.core.cli", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert proc.returncode == 0, f"roborl {' '.join(args)}: {proc.stderr[-3000:]}"
-    return proc
 
 
 @pytest.fixture(scope="module")

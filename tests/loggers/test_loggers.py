@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_runner import roborl
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from roborl.core.compose import compose_dict
@@ -29,16 +27,6 @@ TINY = [
     "algo.hidden_sizes=[16,16]",
     "progress=false",
 ]
-
-
-def roborl(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "roborl.core.cli", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert proc.returncode == 0, f"roborl {' '.join(args)}: {proc.stderr[-3000:]}"
-    return proc
 
 
 def test_tensorboard_and_wandb_together_carry_the_scalars_of_metrics_jsonl(tmp_path: Path) -> None:

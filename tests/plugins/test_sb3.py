@@ -3,21 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import torch
-
-
-def roborl(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [sys.executable, "-m", "roborl.core.cli", *args],
-        cwd=cwd, env=dict(os.environ), capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc
+from cli_runner import roborl
 
 
 def test_sb3_sac_trains_checkpoints_resumes_and_evaluates(tmp_path: Path) -> None:

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import av
 import numpy as np
 import pytest
+from cli_runner import roborl
 
 from roborl.core.errors import ConfigError
 from roborl.core.video import (
@@ -34,16 +32,6 @@ TINY = [
     "algo.hidden_sizes=[16,16]",
     "progress=false",
 ]
-
-
-def roborl(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "roborl.core.cli", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert proc.returncode == 0, f"roborl {' '.join(args)}: {proc.stderr[-3000:]}"
-    return proc
 
 
 def decode(path: Path) -> list[np.ndarray]:
