@@ -159,7 +159,10 @@ class RunConfig:
     learning_starts: int = field(default=1_000, metadata=rng(0, None, "random-action steps"))
     utd_ratio: float = field(default=1.0, metadata=rng(0.0, 1024.0, "updates per env step"))
     eval_every: int = field(
-        default=2_500, metadata=rng(1, None, "env steps (offline: updates) between evaluations")
+        default=2_500,
+        metadata=rng(
+            0, None, "env steps (offline: updates) between evaluations; 0 = no evaluations"
+        ),
     )
     eval_episodes: int = field(default=5, metadata=rng(1, 10_000, "episodes per evaluation"))
     checkpoint_every: int = field(

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
 import logging
 import time
 import types
@@ -74,6 +75,44 @@ def freeze(value: Any) -> Any:
     if isinstance(value, list):
         return tuple(freeze(v) for v in value)
     return value
+
+
+def state_digest(algo: Algorithm) -> bytes | None:
+    """A hash of everything in `algo.state_dict()` (weights, optimiser and normaliser state),
+    or None when some entry cannot be hashed. Equal digests mean an unchanged policy, so an
+    evaluation on the same seeds can be reused instead of run again (a few ms for SAC-sized
+    networks, against seconds of evaluation episodes)."""
+    h = hashlib.blake2b(digest_size=20)
+
+    def feed(obj: Any) -> None:
+        if isinstance(obj, torch.Tensor):
+            t = obj.detach().to("cpu").contiguous().reshape(-1)
+            h.update(f"T{t.dtype}{tuple(obj.shape)}".encode())
+            h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        elif isinstance(obj, np.ndarray):
+            h.update(f"A{obj.dtype}{obj.shape}".encode())
+            h.update(np.ascontiguousarray(obj).tobytes())
+        elif isinstance(obj, Mapping):
+            h.update(b"{")
+            for key in sorted(obj, key=repr):
+                h.update(repr(key).encode())
+                feed(obj[key])
+            h.update(b"}")
+        elif isinstance(obj, list | tuple):
+            h.update(b"[")
+            for item in obj:
+                feed(item)
+            h.update(b"]")
+        elif obj is None or isinstance(obj, bool | int | float | str | bytes):
+            h.update(repr(obj).encode())
+        else:
+            raise TypeError(type(obj).__name__)
+
+    try:
+        feed(algo.state_dict())
+    except Exception:  # an algorithm whose state cannot be hashed is simply evaluated again
+        return None
+    return h.digest()
 
 
 def logger_options(section: Mapping[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
@@ -146,14 +185,14 @@ class TrainContext:
         self._clock: Clock = "steps"
         self._total = run.total_steps
         self._next: dict[str, int] = {}
-        self._every = {
-            "eval": run.eval_every,
-            "checkpoint": run.checkpoint_every,
-            "log": run.log_every,
-        }
+        self._every = {"checkpoint": run.checkpoint_every, "log": run.log_every}
+        if run.eval_every:  # eval_every=0: no evaluations at all (collection-only runs)
+            self._every["eval"] = run.eval_every
         if run.video_every:  # the first evaluation at or after each multiple gets a video
             self._every["video"] = run.video_every
         self._last_eval: dict[str, Any] | None = None
+        # (digest of the algorithm's state, episodes, result) of the last evaluation that ran
+        self._eval_memo: tuple[bytes, int, dict[str, Any]] | None = None
         self._last_checkpoint: tuple[int, int, str] | None = None
         self._best_eval_return: float | None = None
         self._extra: dict[str, Any] = {}
@@ -399,7 +438,9 @@ class TrainContext:
 
         The one schedule of every loop: call it after `advance`, act when it says so.
         """
-        every = self._intervals()[kind]
+        every = self._every.get(kind)
+        if not every:  # not scheduled (eval_every=0, no video_every)
+            return False
         now = self._now()
         if kind not in self._next:
             self._next[kind] = (now // every + 1) * every
@@ -441,7 +482,10 @@ class TrainContext:
         """Deterministic-policy evaluation on a separately seeded env, logged as `eval/...`.
 
         On a robot it runs on the one `robot_env`, between training episodes (the loop's next
-        episode starts with a reset), and the robot holds when it ends.
+        episode starts with a reset), and the robot holds when it ends. In simulation, when
+        the algorithm's state is bit-identical to that of the last evaluation (no update in
+        between, e.g. before `learning_starts`), the last result is logged again instead of
+        replaying the same seeded episodes; robots and video recordings always run.
         """
         if self._eval_env is None and self._run.video_every:  # renders only when recording
             seed = self._run.seed + EVAL_SEED_OFFSET
@@ -452,15 +496,23 @@ class TrainContext:
         if video is not None:
             assert isinstance(self._eval_env, EpisodeRecorder)
             self._eval_env.start(video, episodes=1)
-        policy = algo.policy()
         n = episodes or self._run.eval_episodes
-        result = evaluate(
-            policy.act,
-            self._eval_env,
-            n,
-            seed=self._run.seed + EVAL_SEED_OFFSET,
-            reset_policy=policy.reset,
-        )
+        digest = None if video is not None or self._robot_env is not None else state_digest(algo)
+        memo = self._eval_memo
+        if digest is not None and memo is not None and memo[:2] == (digest, n):
+            # Same weights, same eval seeds, deterministic policy: the episodes would repeat
+            # the last evaluation exactly (e.g. every evaluation before learning_starts).
+            result = copy.deepcopy(memo[2])
+        else:
+            policy = algo.policy()
+            result = evaluate(
+                policy.act,
+                self._eval_env,
+                n,
+                seed=self._run.seed + EVAL_SEED_OFFSET,
+                reset_policy=policy.reset,
+            )
+            self._eval_memo = None if digest is None else (digest, n, copy.deepcopy(result))
         if self._robot_env is not None:
             self._robot_env.pause()
         self._eval_episodes += n
@@ -602,7 +654,10 @@ class TrainContext:
         """The end of a phase: evaluate and write last.pt, each unless the schedule already
         did at this very point, so neither is written twice."""
         last = self._last_eval
-        if last is None or (last.get("step"), last.get("updates")) != (self._step, self._updates):
+        due = "eval" in self._every
+        if due and (
+            last is None or (last.get("step"), last.get("updates")) != (self._step, self._updates)
+        ):
             self.evaluate(algo)
         if self._last_checkpoint != (self._step, self._updates, "last.pt"):
             self.checkpoint(algo, buffer)
