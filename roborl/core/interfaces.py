@@ -26,19 +26,22 @@ class Batch:
 
     `terminated` is 1.0 only for true terminal states (not time-limit truncations), so
     bootstrapping stays correct. `discount` carries gamma**n for n-step returns (None = gamma).
+    With Dict observations `obs`/`next_obs` are dicts of tensors (image entries stay uint8,
+    the algorithm scales and augments them). `extras` holds per-transition fields the buffer
+    was told to keep (e.g. "intervened", "is_demo").
     """
 
-    obs: torch.Tensor
+    obs: torch.Tensor | dict[str, torch.Tensor]
     actions: torch.Tensor
     rewards: torch.Tensor
-    next_obs: torch.Tensor
+    next_obs: torch.Tensor | dict[str, torch.Tensor]
     terminated: torch.Tensor
     costs: torch.Tensor | None = None
     discount: torch.Tensor | None = None
     extras: dict[str, torch.Tensor] = field(default_factory=dict)
 
     def __len__(self) -> int:
-        return int(self.obs.shape[0])
+        return int(self.rewards.shape[0])
 
 
 class Policy(abc.ABC):
@@ -85,6 +88,9 @@ class Algorithm(abc.ABC):
     `roborl deploy` may then build it from config alone, without checkpoint=PATH."""
     accepts_pretrained: ClassVar[bool] = False
     """True when the algorithm starts from the run-level `pretrained=CHECKPOINT` (WSRL)."""
+    accepts_dict_obs: ClassVar[bool] = False
+    """True when the algorithm takes `gym.spaces.Dict` observations (images beside states);
+    the host refuses Dict observations for the others (`roborl.core.obs.require_box_obs`)."""
 
     def __init__(
         self,

@@ -26,28 +26,36 @@ import gymnasium as gym
 import numpy as np
 
 from roborl.core.interfaces import Algorithm
+from roborl.core.obs import Obs, copy_obs, index_obs
 
 if TYPE_CHECKING:
     from roborl.core.context import TrainContext
 
 STEP_INFO_FIELDS = ("cost",)
 """Per-step info fields stored with each transition (the buffer's `costs`)."""
+STEP_INFO_EXTRAS = ("intervened",)
+"""Boolean per-step info fields that go into `Chunk.extras` when an env reports them
+(a robot env reports `intervened` when a person took over)."""
 
 
 @dataclass
 class Chunk:
     """Transitions in arrival order (leading axis = transition) plus finished episodes.
 
-    `episodes` holds (return, length, extra metrics to log with it), e.g. the worker index.
+    `obs`/`next_obs` are arrays, or dicts of arrays for Dict observation spaces (camera images
+    beside states). `episodes` holds (return, length, extra metrics to log with it), e.g. the
+    worker index. `extras` holds per-transition fields beside the standard ones (e.g.
+    "intervened", a bool per transition), which the loop passes to `ReplayBuffer.add`.
     """
 
-    obs: np.ndarray
+    obs: Obs
     actions: np.ndarray
     rewards: np.ndarray
-    next_obs: np.ndarray
+    next_obs: Obs
     terminated: np.ndarray
     costs: np.ndarray | None = None
     episodes: list[tuple[float, int, dict[str, float]]] = field(default_factory=list)
+    extras: dict[str, np.ndarray] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.rewards)
@@ -58,13 +66,14 @@ class Chunk:
             return self
         costs = None if self.costs is None else self.costs[:n]
         return Chunk(
-            self.obs[:n],
+            index_obs(self.obs, slice(0, n)),
             self.actions[:n],
             self.rewards[:n],
-            self.next_obs[:n],
+            index_obs(self.next_obs, slice(0, n)),
             self.terminated[:n],
             costs,
             self.episodes,
+            {k: v[:n] for k, v in self.extras.items()},
         )
 
 
@@ -115,6 +124,16 @@ def step_info(infos: dict[str, Any], key: str, done: np.ndarray) -> np.ndarray |
     return values
 
 
+def step_extras(infos: dict[str, Any], done: np.ndarray) -> dict[str, np.ndarray]:
+    """The `STEP_INFO_EXTRAS` this step's infos carry, as bool arrays (one per env)."""
+    out = {}
+    for key in STEP_INFO_EXTRAS:
+        values = step_info(infos, key, done)
+        if values is not None:
+            out[key] = values.astype(bool)
+    return out
+
+
 def finished_episodes(
     infos: dict[str, Any], done: np.ndarray
 ) -> list[tuple[float, int, dict[str, float]]]:
@@ -129,13 +148,23 @@ def finished_episodes(
     return [(float(ep["r"][i]), int(ep["l"][i]), {}) for i in np.flatnonzero(mask)]
 
 
-def real_next_obs(next_obs: np.ndarray, infos: dict[str, Any], done: np.ndarray) -> np.ndarray:
-    """`next_obs` with the final observation (not the reset one) for envs that ended."""
+def real_next_obs(next_obs: Obs, infos: dict[str, Any], done: np.ndarray) -> Obs:
+    """`next_obs` with the final observation (not the reset one) for envs that ended.
+
+    Gymnasium 1.x gives `infos["final_obs"]` as an object array with one single-env
+    observation per sub-env (None where it did not end); for a Dict space each is a dict.
+    """
     if not done.any() or "final_obs" not in infos:
         return next_obs
-    out = next_obs.copy()
-    for i in np.flatnonzero(done):
-        out[i] = infos["final_obs"][i]
+    final = infos["final_obs"]
+    mask = np.asarray(infos.get("_final_obs", done), bool) & done
+    out = copy_obs(next_obs)
+    for i in np.flatnonzero(mask):
+        if isinstance(out, dict):
+            for k, v in out.items():
+                v[i] = final[i][k]
+        else:
+            out[i] = final[i]
     return out
 
 
@@ -147,7 +176,7 @@ class VectorCollector(Collector):
         self.envs = ctx.make_vec_env()
         self.observation_space = self.envs.single_observation_space
         self.action_space = self.envs.single_action_space
-        self.obs: np.ndarray | None = None
+        self.obs: Obs | None = None
         space = self.action_space
         self._box = isinstance(space, gym.spaces.Box)
         self._rand_shape = (self.envs.num_envs, *space.shape) if self._box else None
@@ -183,6 +212,7 @@ class VectorCollector(Collector):
             terminated.astype(np.float32),
             step_info(infos, "cost", done),
             finished_episodes(infos, done),
+            step_extras(infos, done),
         )
         self.obs = next_obs
         return chunk

@@ -38,7 +38,7 @@ def replay_buffer(ctx: TrainContext, algo: Algorithm) -> ReplayBuffer:
     discrete = isinstance(act_space, gym.spaces.Discrete)
     return ReplayBuffer(
         max(min(cfg.buffer_size, ctx.run.total_steps), 1),
-        obs_space.shape,
+        obs_space if isinstance(obs_space, gym.spaces.Dict) else obs_space.shape,
         () if discrete else act_space.shape,
         device=ctx.run.buffer_device or ctx.device,
         with_costs=True,
@@ -68,7 +68,7 @@ def offpolicy_loop(ctx: TrainContext) -> Algorithm:
             n = len(chunk)
             buffer.add(
                 chunk.obs, chunk.actions, chunk.rewards, chunk.next_obs, chunk.terminated,
-                chunk.costs,
+                chunk.costs, chunk.extras,
             )  # fmt: skip
             ctx.advance(env_steps=n)
             for ret, length, extra in chunk.episodes:
