@@ -1,0 +1,452 @@
+"""Pixel soft actor-critic: DrQ, and RLPD as SERL runs it on camera images.
+
+Papers and code read:
+
+- DrQ: Kostrikov, Yarats, Fergus, "Image Augmentation Is All You Need: Regularizing Deep
+  Reinforcement Learning from Pixels", ICLR 2021, arXiv 2004.13649 (code: denisyarats/drq).
+  SAC on features of a conv encoder shared by actor and critic and trained by the critic loss
+  only (the actor sees detached features); random shift (pad 4, replicate, random crop) of obs
+  and next obs, drawn INDEPENDENTLY for the two (Algorithm 1: nu_i for s, nu'_k for s');
+  target y = r + gamma (min_j Q'_j(s', a') - alpha log pi(a'|s')) (eq. 3 with K = 1), critic
+  loss (Q(f(s, nu), a) - y)^2 (eq. 4 with M = 1, DrQ's default of K = M = 1 for its DMC
+  results in the code). DMC defaults: Adam 1e-3, critic tau 0.01, encoder tau 0.05, initial
+  temperature 0.1, batch 512 (128 for PlaNet tasks), features 50, log-std in [-10, 2].
+- DrQ-v2: Yarats, Fergus, Lazaric, Pinto, "Mastering Visual Continuous Control: Improved
+  Data-Augmented Reinforcement Learning", arXiv 2107.09645 (code: facebookresearch/drqv2).
+  The conv encoder used here (Sec. 3: 4 x 3x3 conv, 32 channels, first stride 2) and the
+  Linear -> LayerNorm -> tanh trunk of 50 features; shift by bilinear `grid_sample` with
+  integer offsets, again independent for obs and next obs (two `aug` calls in `update`);
+  frames stacked along channels, so all frames of one observation shift together.
+- RLPD: Ball, Smith, Kostrikov, Levine, "Efficient Online Reinforcement Learning with Offline
+  Data", ICML 2023, arXiv 2302.02948 (code: ikostrikov/rlpd). Three changes to SAC (Sec. 3):
+  symmetric sampling, half of each batch from the prior data and half online (Sec. 3.1);
+  LayerNorm in the critics (eq. 2, Sec. 3.2); a large ensemble with a random subset for the
+  target (10 critics, min over 2, as REDQ) and a high update-to-data ratio G = 20 (Sec. 3.3).
+  The code's `update(batch, utd_ratio)` splits a batch of batch_size * G rows into G
+  minibatches, takes a critic step on each and ONE actor/temperature step on the last; actor
+  loss with the ensemble MEAN of Q; temperature initialised at 1, target entropy -dim(A)/2;
+  critic loss averaged over the ensemble; Adam 3e-4, tau 0.005, gamma 0.99, 256x256 MLPs.
+- SERL: Luo et al., "SERL: A Software Suite for Sample-Efficient Robotic Reinforcement
+  Learning", ICRA 2024, arXiv 2401.16013 (code: rail-berkeley/serl, `serl_launcher/agents/
+  continuous/drq.py`, `utils/launcher.py`, `examples/async_drq_sim`). DrQ + RLPD on cameras:
+  the encoder shared by actor and critic with a stop-gradient on the actor side, random crop
+  (pad 4) of obs and next obs with two independent keys, critics with LayerNorm and tanh, an
+  ensemble with a random subset for the target (`critic_ensemble_size`,
+  `critic_subsample_size`; 10/2 in `make_sac_agent`), no entropy term in the backup
+  (`backup_entropy=False`), temperature from 1e-2, 50/50 demo/online batches, and
+  `critic_actor_ratio` = 4 critic steps per actor step.
+
+Two algorithms with these defaults:
+
+- ``algo=drq``: pixel SAC from scratch (DrQ): 2 critics, min of both in target and actor
+  loss, no LayerNorm, entropy in the backup, `critic_steps` 1.
+- ``algo=rlpd``: RLPD as SERL uses it: 10 LayerNorm critics, target min over a random subset
+  of 2, ensemble mean in the actor loss, `critic_steps` 4 (critic updates per env step at the
+  run's default utd_ratio=1: SERL's critic_actor_ratio), learning from `demos=PATH` with
+  `demo_fraction=0.5` (the off-policy loop's symmetric sampling marks demo rows in
+  `Batch.extras["is_demo"]`; `critic_steps` splits each half evenly over the minibatches).
+
+Deviations (each a config value where it is one):
+
+- Encoder: one conv net per camera key, shared by actor and critic, followed by a shared
+  LayerNorm/tanh trunk (DrQ's and SERL's layout); DrQ-v2 gives actor and critic separate
+  trunks on the shared conv output. State keys are appended to the features untouched
+  (SERL passes them through a Dense+LayerNorm+tanh "proprio" layer).
+- Augmentation: kornia's replicate-pad random crop (DrQ's own code) for every image key
+  independently; `shift_next_obs=same` applies one offset to obs and next obs (the
+  consistent variant), off by default because DrQ, DrQ-v2 and SERL all draw them apart.
+- The target encoder is a Polyak copy (DrQ and SERL keep one; DrQ-v2 encodes next obs with
+  the online encoder), updated with `encoder_tau`.
+- algo=drq: batch 256 (DrQ 512), 256x256 MLPs (DrQ 1024x1024), actor and target updated
+  every step (DrQ every 2nd), Adam 1e-3 (DrQ's DMC value).
+- algo=rlpd: `critic_steps` 4 (RLPD's G = 20 is too slow for pixels on a CPU; SERL's ratio
+  is 4), initial temperature 0.1 (RLPD 1.0, SERL 1e-2), target entropy -dim(A) (RLPD
+  -dim(A)/2), backup with the entropy term (RLPD's code; SERL drops it: `backup_entropy`).
+- No dropout in the critics (some SERL launch configs add 0.1, as DroQ), PyTorch's default
+  initialisation instead of orthogonal/Xavier.
+- The actor step reuses the last minibatch's features, computed before that minibatch's
+  critic step (detached, so it is the same loss up to one encoder step's staleness; saves
+  one encoder forward per update).
+- Critic steps see minibatches of `batch_size / critic_steps` rows: the loop samples
+  `batch_size` transitions per update call, RLPD samples batch_size * G.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from roborl.core.actor_critic import SoftActorCriticConfig, require_box
+from roborl.core.config import rng
+from roborl.core.errors import CheckpointError, ConfigError
+from roborl.core.interfaces import Algorithm, Batch, Policy
+from roborl.core.nn import ActionScaler, EnsembleMLP, TanhGaussianActor, polyak_update
+from roborl.core.obs import add_batch_axis, as_numpy_obs, is_single, to_torch
+from roborl.plugins.pixel_sac.encoder import ObsEncoder, RandomShift, require_pixel_space
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class DrQConfig(SoftActorCriticConfig):
+    """algo=drq: pixel SAC from scratch (DrQ, with DrQ-v2's encoder)."""
+
+    actor_lr: float = field(default=1e-3, metadata=rng(0.0, 1.0, "actor Adam learning rate"))
+    critic_lr: float = field(
+        default=1e-3, metadata=rng(0.0, 1.0, "critic + encoder Adam learning rate")
+    )
+    alpha_lr: float = field(default=1e-3, metadata=rng(0.0, 1.0, "temperature Adam rate"))
+    tau: float = field(default=0.01, metadata=rng(0.0, 1.0, "Polyak rate of the target critics"))
+    encoder_tau: float = field(
+        default=0.05, metadata=rng(0.0, 1.0, "Polyak rate of the target encoder")
+    )
+    init_alpha: float = field(default=0.1, metadata=rng(1e-8, None, "initial temperature"))
+    num_critics: int = field(default=2, metadata=rng(1, 64, "critics in the ensemble"))
+    critic_subsample: int | None = field(
+        default=None,
+        metadata=rng(1, 64, "target min over a random subset of this many critics; null = all"),
+    )
+    critic_layer_norm: bool = field(
+        default=False, metadata={"help": "LayerNorm after each critic hidden layer (RLPD)"}
+    )
+    actor_q: str = field(
+        default="min",
+        metadata={"choices": ["min", "mean"], "help": "ensemble reduction in the actor loss"},
+    )
+    backup_entropy: bool = field(
+        default=True, metadata={"help": "subtract alpha log pi(a'|s') in the TD target"}
+    )
+    critic_steps: int = field(
+        default=1,
+        metadata=rng(
+            1, 1024, "critic steps per update call, on minibatches split from the batch; "
+            "the actor and temperature step once, on the last (RLPD's update)",
+        ),
+    )  # fmt: skip
+    feature_dim: int = field(default=50, metadata=rng(1, None, "trunk features per camera"))
+    conv_channels: int = field(default=32, metadata=rng(1, None, "channels of each conv"))
+    conv_layers: int = field(default=4, metadata=rng(1, 16, "3x3 conv layers (first stride 2)"))
+    image_pad: int = field(
+        default=4, metadata=rng(0, 64, "random-shift padding in pixels; 0 = no augmentation")
+    )
+    shift_next_obs: str = field(
+        default="independent",
+        metadata={
+            "choices": ["independent", "same"],
+            "help": "draw next obs' shift apart from obs' (DrQ, DrQ-v2, SERL) or reuse it",
+        },
+    )
+    log_std_min: float = field(default=-10.0, metadata={"help": "actor log-std lower bound"})
+    log_std_max: float = field(default=2.0, metadata={"help": "actor log-std upper bound"})
+
+    def __post_init__(self) -> None:
+        if self.critic_subsample is not None and self.critic_subsample > self.num_critics:
+            raise ConfigError(
+                f"algo.critic_subsample={self.critic_subsample} exceeds algo.num_critics="
+                f"{self.num_critics}; choose at most num_critics (or null for all)."
+            )
+        if self.batch_size < self.critic_steps:
+            raise ConfigError(
+                f"algo.batch_size={self.batch_size} is smaller than algo.critic_steps="
+                f"{self.critic_steps}: each critic step needs at least one row."
+            )
+
+
+@dataclass
+class RLPDConfig(DrQConfig):
+    """algo=rlpd: DrQ + RLPD's LayerNorm ensemble and high UTD, with demos (SERL)."""
+
+    actor_lr: float = field(default=3e-4, metadata=rng(0.0, 1.0, "actor Adam learning rate"))
+    critic_lr: float = field(
+        default=3e-4, metadata=rng(0.0, 1.0, "critic + encoder Adam learning rate")
+    )
+    alpha_lr: float = field(default=3e-4, metadata=rng(0.0, 1.0, "temperature Adam rate"))
+    tau: float = field(default=0.005, metadata=rng(0.0, 1.0, "Polyak rate of the target critics"))
+    encoder_tau: float = field(
+        default=0.005, metadata=rng(0.0, 1.0, "Polyak rate of the target encoder")
+    )
+    num_critics: int = field(default=10, metadata=rng(1, 64, "critics in the ensemble"))
+    critic_subsample: int | None = field(
+        default=2,
+        metadata=rng(1, 64, "target min over a random subset of this many critics; null = all"),
+    )
+    critic_layer_norm: bool = field(
+        default=True, metadata={"help": "LayerNorm after each critic hidden layer (RLPD)"}
+    )
+    actor_q: str = field(
+        default="mean",
+        metadata={"choices": ["min", "mean"], "help": "ensemble reduction in the actor loss"},
+    )
+    critic_steps: int = field(
+        default=4,
+        metadata=rng(
+            1, 1024, "critic steps per update call, on minibatches split from the batch; "
+            "the actor and temperature step once, on the last (RLPD's update)",
+        ),
+    )  # fmt: skip
+
+
+class PixelPolicy(Policy):
+    """Deterministic tanh(mean) policy on Dict observations (encoder + actor, no augmentation)."""
+
+    def __init__(self, algo: DrQ) -> None:
+        self.observation_space = algo.observation_space
+        self.action_space = algo.action_space
+        self.algo = algo
+
+    def act(self, obs: Any) -> np.ndarray:
+        """One observation (a dict of arrays) or a batch with a leading axis per key."""
+        single = is_single(obs, self.observation_space)
+        obs = as_numpy_obs(obs, self.observation_space)
+        actions = self.algo.act(add_batch_axis(obs) if single else obs, deterministic=True)
+        return actions[0] if single else actions
+
+
+class DrQ(Algorithm):
+    """Pixel SAC (see the module docstring for papers, equations and deviations)."""
+
+    name = "drq"
+    Config = DrQConfig
+    loop = "offpolicy"
+    accepts_dict_obs = True
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        config: DrQConfig,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        super().__init__(observation_space, action_space, config, device)
+        space = require_pixel_space(observation_space, self.name)
+        require_box(action_space, self.name)
+        cfg = config
+        self.act_dim = int(np.prod(action_space.shape))
+        self.scaler = ActionScaler(action_space, self.device)
+        self.encoder = ObsEncoder(space, cfg.feature_dim, cfg.conv_channels, cfg.conv_layers).to(
+            self.device
+        )
+        feat = self.encoder.out_dim
+        hidden = list(cfg.hidden_sizes)
+        self.actor = TanhGaussianActor(
+            feat, self.act_dim, hidden, cfg.activation, (cfg.log_std_min, cfg.log_std_max)
+        ).to(self.device)
+        self.critic = EnsembleMLP(
+            cfg.num_critics, feat + self.act_dim, hidden, 1, cfg.activation, cfg.critic_layer_norm
+        ).to(self.device)
+        self.encoder_target = copy.deepcopy(self.encoder).requires_grad_(False)
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.log_alpha = torch.tensor(
+            math.log(cfg.init_alpha), device=self.device, requires_grad=cfg.autotune_alpha
+        )
+        self.target_entropy = float(
+            cfg.target_entropy if cfg.target_entropy is not None else -self.act_dim
+        )
+        self.shift = RandomShift(cfg.image_pad)
+        # The critic's optimiser owns the encoder: only the critic loss trains it.
+        self.critic_opt = torch.optim.Adam(
+            [*self.encoder.parameters(), *self.critic.parameters()], lr=cfg.critic_lr
+        )
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr)
+        self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_lr)
+        self.updates = 0
+        self._warned_no_demos = False
+
+    # -- acting ------------------------------------------------------------------------------
+
+    def features(self, obs: Mapping[str, torch.Tensor], augment: bool = False) -> torch.Tensor:
+        """Encoder features of a batch of tensor observations (optionally shifted)."""
+        images = self.encoder.images(obs)
+        if augment:
+            images = {k: self.shift(v) for k, v in images.items()}
+        return self.encoder(images, obs)
+
+    @torch.no_grad()
+    def act(self, obs: Any, deterministic: bool = False) -> np.ndarray:
+        x = self.features(to_torch(obs, self.device))
+        a = self.actor.deterministic(x) if deterministic else self.actor.sample(x)[0]
+        return self.scaler.to_env(a.cpu().numpy())
+
+    def policy(self) -> Policy:
+        return PixelPolicy(self)
+
+    # -- learning ----------------------------------------------------------------------------
+
+    def augment(
+        self, obs: Mapping[str, torch.Tensor], next_obs: Mapping[str, torch.Tensor]
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """Channels-first, randomly shifted images of obs and next obs (per `shift_next_obs`)."""
+        a, b = self.encoder.images(obs), self.encoder.images(next_obs)
+        if self.config.shift_next_obs == "same":
+            pairs = {k: self.shift(a[k], b[k]) for k in a}
+            return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
+        return {k: self.shift(v) for k, v in a.items()}, {k: self.shift(v) for k, v in b.items()}
+
+    def critic_loss(
+        self,
+        images: Mapping[str, torch.Tensor],
+        obs: Mapping[str, torch.Tensor],
+        actions: torch.Tensor,
+        rewards: torch.Tensor,
+        next_images: Mapping[str, torch.Tensor],
+        next_obs: Mapping[str, torch.Tensor],
+        not_done_discount: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """TD loss (DrQ eq. 4; ensemble mean as RLPD/SERL), its features and Q values.
+
+        `actions` are in [-1, 1]; `not_done_discount` is gamma^n (1 - terminated).
+        """
+        cfg = self.config
+        alpha = self.log_alpha.detach().exp()
+        with torch.no_grad():
+            next_feat = self.encoder(next_images, next_obs)
+            next_a, next_logp = self.actor.sample(next_feat)
+            target_feat = self.encoder_target(next_images, next_obs)
+            q_next = self.critic_target(torch.cat([target_feat, next_a], -1)).squeeze(-1)
+            if cfg.critic_subsample is not None and cfg.critic_subsample < cfg.num_critics:
+                pick = torch.randperm(cfg.num_critics, device=self.device)[: cfg.critic_subsample]
+                q_next = q_next[pick]
+            v_next = q_next.min(0).values
+            if cfg.backup_entropy:
+                v_next = v_next - alpha * next_logp
+            target = rewards + not_done_discount * v_next
+        feat = self.encoder(images, obs)
+        q = self.critic(torch.cat([feat, actions], -1)).squeeze(-1)
+        return (q - target).pow(2).mean(), feat, q
+
+    def actor_loss(self, feat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """E[alpha log pi - Q(s, pi)] on DETACHED features: no gradient reaches the encoder,
+        and the critics are evaluated with detached weights (gradients reach the action)."""
+        feat = feat.detach()
+        pi_a, logp = self.actor.sample(feat)
+        q = self.critic(torch.cat([feat, pi_a], -1), detach=True).squeeze(-1)
+        q_pi = q.min(0).values if self.config.actor_q == "min" else q.mean(0)
+        alpha = self.log_alpha.detach().exp()
+        return (alpha * logp - q_pi).mean(), logp
+
+    def _minibatches(self, batch: Batch) -> list[torch.Tensor]:
+        """Row indices of `critic_steps` minibatches; demo and online rows split evenly."""
+        n, k = len(batch), self.config.critic_steps
+        is_demo = batch.extras.get("is_demo")
+        if is_demo is None:
+            return list(torch.arange(n, device=self.device).tensor_split(k))
+        mask = is_demo.reshape(-1).bool().to(self.device)
+        demo = mask.nonzero().squeeze(-1).tensor_split(k)
+        online = (~mask).nonzero().squeeze(-1).tensor_split(k)
+        return [torch.cat([d, o]) for d, o in zip(demo, online)]
+
+    def update(self, batch: Batch) -> dict[str, torch.Tensor]:
+        """`critic_steps` critic steps on minibatches of `batch`, then one actor and
+        temperature step on the last minibatch's (detached) features."""
+        cfg = self.config
+        if not isinstance(batch.obs, Mapping):
+            raise TypeError(f"algo={self.name} expects Dict batches, got {type(batch.obs)}")
+        obs = to_torch(batch.obs, self.device)
+        next_obs = to_torch(batch.next_obs, self.device)
+        images, next_images = self.augment(obs, next_obs)
+        actions = self.scaler.to_unit(batch.actions.to(self.device))
+        discount = cfg.gamma if batch.discount is None else batch.discount
+        ndd = discount * (1.0 - batch.terminated)
+        if torch.is_tensor(ndd) and ndd.dim() == 0:
+            ndd = ndd.expand(len(batch))
+
+        def rows(x: Any, idx: torch.Tensor) -> Any:
+            if isinstance(x, Mapping):
+                return {key: v[idx] for key, v in x.items()}
+            return x[idx]
+
+        critic_losses = []
+        for idx in self._minibatches(batch):
+            loss, feat, q = self.critic_loss(
+                rows(images, idx), rows(obs, idx), actions[idx], batch.rewards[idx],
+                rows(next_images, idx), rows(next_obs, idx), ndd[idx],
+            )  # fmt: skip
+            self.critic_opt.zero_grad(set_to_none=True)
+            loss.backward()
+            self.critic_opt.step()
+            polyak_update(self.critic_target.parameters(), self.critic.parameters(), cfg.tau)
+            polyak_update(
+                self.encoder_target.parameters(), self.encoder.parameters(), cfg.encoder_tau
+            )
+            critic_losses.append(loss.detach())
+        actor_loss, logp = self.actor_loss(feat)
+        self.actor_opt.zero_grad(set_to_none=True)
+        actor_loss.backward()
+        self.actor_opt.step()
+        metrics = {
+            "critic_loss": torch.stack(critic_losses).mean(),
+            "actor_loss": actor_loss.detach(),
+            "entropy": -logp.detach().mean(),
+            "q_mean": q.detach().mean(),
+            "alpha": self.log_alpha.detach().exp(),
+        }
+        if cfg.autotune_alpha:
+            alpha_loss = -(self.log_alpha.exp() * (logp.detach() + self.target_entropy)).mean()
+            self.alpha_opt.zero_grad(set_to_none=True)
+            alpha_loss.backward()
+            self.alpha_opt.step()
+        if "is_demo" in batch.extras:
+            metrics["demo_fraction"] = batch.extras["is_demo"].float().mean()
+        self.updates += 1
+        return metrics
+
+    # -- state -------------------------------------------------------------------------------
+
+    _NETWORKS = ("encoder", "encoder_target", "actor", "critic", "critic_target")
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            **{k: getattr(self, k).state_dict() for k in self._NETWORKS},
+            "log_alpha": self.log_alpha.detach().clone(),
+            "critic_opt": self.critic_opt.state_dict(),
+            "actor_opt": self.actor_opt.state_dict(),
+            "alpha_opt": self.alpha_opt.state_dict(),
+            "updates": self.updates,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        for key in self._NETWORKS:
+            try:
+                getattr(self, key).load_state_dict(state[key])
+            except (RuntimeError, KeyError) as exc:
+                detail = " ".join(str(exc).split())[:400]
+                raise CheckpointError(
+                    f"the checkpoint's {key!r} does not fit algo={self.name} as configured "
+                    "(the observation space, feature_dim, conv_channels, conv_layers, "
+                    "hidden_sizes, num_critics and critic_layer_norm decide the layout): "
+                    f"{detail}"
+                ) from None
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])
+        for key in ("critic_opt", "actor_opt", "alpha_opt"):
+            if key in state:
+                getattr(self, key).load_state_dict(state[key])
+        self.updates = int(state.get("updates", 0))
+
+
+class RLPD(DrQ):
+    """RLPD on pixels as SERL runs it (see the module docstring); same networks as DrQ."""
+
+    name = "rlpd"
+    Config = RLPDConfig
+
+    def update(self, batch: Batch) -> dict[str, torch.Tensor]:
+        if "is_demo" not in batch.extras and not self._warned_no_demos:
+            self._warned_no_demos = True
+            log.warning(
+                "algo=rlpd got a batch without demonstrations: give demos=PATH (and "
+                "demo_fraction, 0.5 = RLPD's symmetric sampling) to learn from them; "
+                "without, it trains online only with RLPD's critics and UTD."
+            )
+        return super().update(batch)
+
+
+__all__ = ["RLPD", "DrQ", "DrQConfig", "PixelPolicy", "RLPDConfig"]

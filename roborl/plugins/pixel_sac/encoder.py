@@ -1,0 +1,153 @@
+"""Observation encoder and random-shift augmentation of the pixel SAC family.
+
+`ObsEncoder` turns a Dict observation (uint8 camera images beside state vectors) into one
+feature vector: each image key goes through its own conv net (DrQ-v2's, Yarats et al. 2021,
+Sec. 3: four 3x3 conv layers of 32 channels, the first with stride 2, ReLU, no padding),
+then a Linear -> LayerNorm -> tanh trunk (`feature_dim` = 50, DrQ-v2's default); state keys
+are flattened and concatenated to the image features unchanged.
+
+`RandomShift` is DrQ's image augmentation (Kostrikov et al. 2020, Sec. 3.1): pad each side
+by 4 pixels replicating the border, then crop back to the original size at a random offset,
+drawn per sample. It uses kornia's `RandomCrop` (the library DrQ's own code used), with
+`cropping_mode="resample"`: one batched affine warp instead of a Python loop of slices
+(about 10x faster on CPU here); the offsets are integers, so the bilinear resampling returns the
+padded image's pixels exactly, which is also what DrQ-v2's `grid_sample` shift computes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import gymnasium as gym
+import numpy as np
+import torch
+from kornia.augmentation import RandomCrop
+from torch import nn
+
+from roborl.core.errors import ConfigError
+from roborl.core.obs import image_keys
+
+
+def image_channels_first(x: torch.Tensor) -> torch.Tensor:
+    """(B, H, W, C) or frame-stacked (B, k, H, W, C) uint8 -> (B, k*C, H, W) float in [0, 255].
+
+    Stacked frames become channels (DrQ/DrQ-v2 stack frames along channels), so one shift
+    moves all frames of an observation together.
+    """
+    if x.dim() == 5:
+        b, k, h, w, c = x.shape
+        x = x.permute(0, 1, 4, 2, 3).reshape(b, k * c, h, w)
+    elif x.dim() == 4:
+        x = x.permute(0, 3, 1, 2)
+    else:
+        raise TypeError(f"image batch must be (B,H,W,C) or (B,k,H,W,C), got {tuple(x.shape)}")
+    return x.float()
+
+
+class RandomShift(nn.Module):
+    """DrQ's random shift: replicate-pad by `pad`, random crop back, one offset per sample.
+
+    Works on channels-first float images (B, C, H, W); all channels of a sample (its stacked
+    frames) share one offset. `forward(x, y)` shifts two batches with the SAME per-sample
+    offsets (the consistent variant), `forward(x)` draws fresh ones.
+    """
+
+    def __init__(self, pad: int = 4) -> None:
+        super().__init__()
+        self.pad = int(pad)
+        self._crops: dict[tuple[int, int], RandomCrop] = {}
+
+    def _crop(self, size: tuple[int, int]) -> RandomCrop:
+        if size not in self._crops:
+            self._crops[size] = RandomCrop(
+                size, padding=self.pad, padding_mode="replicate", cropping_mode="resample"
+            )
+        return self._crops[size]
+
+    def forward(
+        self, x: torch.Tensor, y: torch.Tensor | None = None
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        if self.pad <= 0:
+            return x if y is None else (x, y)
+        crop = self._crop((int(x.shape[-2]), int(x.shape[-1])))
+        if y is None:
+            return crop(x)
+        c = x.shape[1]
+        both = crop(torch.cat([x, y], dim=1))  # one offset per sample for both halves
+        return both[:, :c], both[:, c:]
+
+
+def conv_net(in_channels: int, channels: int, layers: int) -> nn.Sequential:
+    """DrQ-v2's conv stack: 3x3 convs, stride 2 then 1, ReLU after each."""
+    mods: list[nn.Module] = []
+    for i in range(layers):
+        mods += [nn.Conv2d(in_channels if i == 0 else channels, channels, 3, 2 if i == 0 else 1)]
+        mods += [nn.ReLU()]
+    return nn.Sequential(*mods, nn.Flatten())
+
+
+class ObsEncoder(nn.Module):
+    """Dict observation -> features: per-camera conv + LayerNorm/tanh trunk, states appended.
+
+    `image_keys` are encoded in the order of the space; the remaining (state) keys are
+    flattened to float and appended in the space's order. Images are scaled to [-0.5, 0.5]
+    (DrQ-v2's obs / 255 - 0.5).
+    """
+
+    def __init__(
+        self,
+        space: gym.spaces.Dict,
+        feature_dim: int = 50,
+        channels: int = 32,
+        layers: int = 4,
+    ) -> None:
+        super().__init__()
+        self.image_keys = image_keys(space)
+        self.state_keys = [k for k in space.spaces if k not in self.image_keys]
+        self.convs = nn.ModuleDict()
+        self.trunks = nn.ModuleDict()
+        for key in self.image_keys:
+            shape = space[key].shape  # (H, W, C) or (k, H, W, C)
+            h, w, c = shape[-3:]
+            k = shape[0] if len(shape) == 4 else 1
+            conv = conv_net(k * c, channels, layers)
+            with torch.no_grad():
+                n = conv(torch.zeros(1, k * c, h, w)).shape[1]
+            self.convs[key] = conv
+            self.trunks[key] = nn.Sequential(
+                nn.Linear(n, feature_dim), nn.LayerNorm(feature_dim), nn.Tanh()
+            )
+        self.state_dim = int(sum(np.prod(space[k].shape) for k in self.state_keys))
+        self.out_dim = feature_dim * len(self.image_keys) + self.state_dim
+
+    def images(self, obs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The image entries as channels-first float in [0, 255] (augment these)."""
+        return {k: image_channels_first(obs[k]) for k in self.image_keys}
+
+    def forward(
+        self, images: Mapping[str, torch.Tensor], obs: Mapping[str, torch.Tensor]
+    ) -> torch.Tensor:
+        """Features from channels-first `images` (see `images`) and the state keys of `obs`."""
+        parts = [self.trunks[k](self.convs[k](images[k] / 255.0 - 0.5)) for k in self.image_keys]
+        b = parts[0].shape[0]
+        parts += [obs[k].reshape(b, -1).float() for k in self.state_keys]
+        return torch.cat(parts, dim=-1)
+
+
+def require_pixel_space(space: gym.Space, algo: str) -> gym.spaces.Dict:
+    """The observation space as a Dict with at least one image key, or a ConfigError."""
+    keys: Sequence[str] = image_keys(space)
+    if not isinstance(space, gym.spaces.Dict) or not keys:
+        raise ConfigError(
+            f"algo={algo} learns from camera images: it needs a Dict observation space with at "
+            "least one uint8 image entry of shape (H, W, C) or (k, H, W, C), but the env's "
+            f"observation space is {space}. Choose a pixel env config (e.g. a RoborlTabletop "
+            "pixel task) or, for flat vector observations, algo=sac."
+        )
+    for key, sub in space.spaces.items():
+        if key not in keys and not isinstance(sub, gym.spaces.Box):
+            raise ConfigError(
+                f"algo={algo}: observation entry {key!r} is a {type(sub).__name__}; state "
+                "entries must be Box spaces (they are concatenated to the image features)."
+            )
+    return space

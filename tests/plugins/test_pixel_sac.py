@@ -1,0 +1,216 @@
+"""Pixel SAC (algo=drq / rlpd): augmentation, encoder gradients, learning on fixed batches."""
+
+from __future__ import annotations
+
+import io
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from roborl.core.config import build_config
+from roborl.core.errors import ConfigError
+from roborl.core.interfaces import Batch
+from roborl.plugins.pixel_sac.drq import RLPD, DrQ, DrQConfig, RLPDConfig
+from roborl.plugins.pixel_sac.encoder import RandomShift, image_channels_first
+
+H = 16
+ACT = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+
+
+def space(stack: int = 0) -> gym.spaces.Dict:
+    shape = (stack, H, H, 3) if stack else (H, H, 3)
+    return gym.spaces.Dict(
+        {
+            "image": gym.spaces.Box(0, 255, shape, np.uint8),
+            "state": gym.spaces.Box(-1.0, 1.0, (3,), np.float32),
+        }
+    )
+
+
+def make(cls=DrQ, stack: int = 0, **cfg) -> DrQ:
+    torch.manual_seed(0)
+    config_cls = RLPDConfig if cls is RLPD else DrQConfig
+    config = build_config(config_cls, {"hidden_sizes": [32, 32], "batch_size": 16, **cfg})
+    return cls(space(stack), ACT, config)
+
+
+def batch(n: int = 16, stack: int = 0, seed: int = 0, **extras) -> Batch:
+    g = torch.Generator().manual_seed(seed)
+    shape = (n, stack, H, H, 3) if stack else (n, H, H, 3)
+
+    def obs() -> dict[str, torch.Tensor]:
+        return {
+            "image": torch.randint(0, 256, shape, generator=g, dtype=torch.uint8),
+            "state": torch.rand(n, 3, generator=g) * 2 - 1,
+        }
+
+    return Batch(
+        obs=obs(),
+        actions=torch.rand(n, 2, generator=g) * 2 - 1,
+        rewards=torch.rand(n, generator=g),
+        next_obs=obs(),
+        terminated=torch.zeros(n),
+        extras=dict(extras),
+    )
+
+
+def offsets(src: torch.Tensor, out: torch.Tensor, pad: int) -> list[tuple[int, int]]:
+    """The (dy, dx) crop of the replicate-padded `src` (C, H, W) equal to `out`; fails if none."""
+    padded = F.pad(src[None], (pad,) * 4, mode="replicate")[0]
+    h, w = src.shape[-2:]
+    found = [
+        (dy, dx)
+        for dy in range(2 * pad + 1)
+        for dx in range(2 * pad + 1)
+        if torch.allclose(padded[:, dy : dy + h, dx : dx + w], out, atol=1e-2)
+    ]
+    assert found, "the output is not a shifted crop of the padded input"
+    return found
+
+
+def test_random_shift_crops_the_replicate_padded_image_at_random_offsets() -> None:
+    torch.manual_seed(1)
+    x = torch.randint(0, 256, (12, 3, H, H)).float()
+    y = RandomShift(4)(x)
+    assert y.shape == x.shape
+    shifts = {offsets(x[i], y[i], 4)[0] for i in range(len(x))}
+    assert len(shifts) > 3, "every sample must draw its own offset (DrQ: per-sample shift)"
+    assert any(s != (4, 4) for s in shifts), "the images were not shifted"
+    assert not torch.equal(x, y)
+
+
+def test_stacked_frames_of_one_observation_shift_together() -> None:
+    torch.manual_seed(2)
+    frames = torch.randint(0, 256, (8, 3, H, H, 3), dtype=torch.uint8)  # (B, k, H, W, C)
+    x = image_channels_first(frames)
+    assert x.shape == (8, 9, H, H)
+    y = RandomShift(4)(x)
+    for i in range(8):
+        per_frame = [
+            set(offsets(x[i, 3 * f : 3 * f + 3], y[i, 3 * f : 3 * f + 3], 4)) for f in range(3)
+        ]
+        assert per_frame[0] & per_frame[1] & per_frame[2], "frames of one stack shifted apart"
+
+
+@pytest.mark.parametrize("mode", ["independent", "same"])
+def test_obs_and_next_obs_shift_independently_as_drq_or_together_when_asked(mode: str) -> None:
+    algo = make(shift_next_obs=mode)
+    b = batch(32)
+    torch.manual_seed(3)
+    a, n = algo.augment(b.obs, b.obs)  # the same frames as obs and as next obs
+    equal = [torch.equal(a["image"][i], n["image"][i]) for i in range(32)]
+    if mode == "same":
+        assert all(equal)
+    else:  # DrQ Algorithm 1 / DrQ-v2 / SERL: two independent draws
+        assert sum(equal) < 16
+
+
+def test_actor_loss_gradient_does_not_reach_the_encoder_but_the_critic_loss_does() -> None:
+    algo = make()
+    b = batch()
+    obs, nxt = b.obs, b.next_obs
+    images, next_images = algo.augment(obs, nxt)
+    ndd = torch.full((16,), 0.99)
+    loss, feat, _ = algo.critic_loss(images, obs, b.actions, b.rewards, next_images, nxt, ndd)
+    actor_loss, _ = algo.actor_loss(feat)
+    actor_loss.backward(retain_graph=True)
+    enc = list(algo.encoder.parameters())
+    assert all(p.grad is None for p in enc), "the actor loss reached the encoder"
+    assert all(p.grad is None for p in algo.critic.parameters()), "the actor loss moved Q"
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in algo.actor.parameters())
+    loss.backward()
+    assert all(p.grad is not None for p in enc)
+    assert sum(float(p.grad.abs().sum()) for p in enc) > 0
+
+
+def test_update_moves_the_encoder_only_through_the_critic_step() -> None:
+    algo = make()
+    before = [p.detach().clone() for p in algo.encoder.parameters()]
+    algo.critic_opt.param_groups[0]["lr"] = 0.0  # freeze the critic step
+    algo.update(batch())
+    after = list(algo.encoder.parameters())
+    assert all(torch.equal(a, b) for a, b in zip(before, after))
+
+
+def test_critic_loss_goes_down_on_a_fixed_batch() -> None:
+    algo = make(gamma=0.5)
+    b = batch(seed=4)
+
+    def td() -> float:
+        with torch.no_grad():
+            img, nimg = algo.encoder.images(b.obs), algo.encoder.images(b.next_obs)
+            ndd = torch.full((16,), 0.5)
+            return float(
+                algo.critic_loss(img, b.obs, b.actions, b.rewards, nimg, b.next_obs, ndd)[0]
+            )
+
+    first = td()
+    for _ in range(60):
+        algo.update(b)
+    assert td() < 0.3 * first
+
+
+def test_rlpd_splits_demo_and_online_rows_evenly_over_its_critic_steps() -> None:
+    algo = make(RLPD, batch_size=16)
+    assert algo.config.num_critics == 10 and algo.config.critic_steps == 4
+    is_demo = torch.zeros(16, dtype=torch.bool)
+    is_demo[:8] = True  # the loop puts demo rows first or anywhere: only the mask counts
+    parts = algo._minibatches(batch(is_demo=is_demo))
+    assert len(parts) == 4
+    assert sorted(torch.cat(parts).tolist()) == list(range(16))
+    assert all(int(is_demo[p].sum()) == 2 and len(p) == 4 for p in parts)
+    metrics = algo.update(batch(is_demo=is_demo))
+    assert float(metrics["demo_fraction"]) == 0.5
+    assert all(torch.isfinite(torch.as_tensor(v)) for v in metrics.values())
+
+
+def test_rlpd_target_uses_a_random_subset_of_the_ensemble() -> None:
+    algo = make(RLPD)
+    torch.manual_seed(5)
+    with torch.no_grad():  # spread the target critics apart so subsets give different minima
+        algo.critic_target.head.bias.copy_(torch.arange(10.0).view(10, 1, 1) * 10)
+    b = batch()
+    img, nimg = algo.augment(b.obs, b.next_obs)
+    ndd = torch.ones(16)
+    with torch.no_grad():
+        losses = [algo.critic_loss(img, b.obs, b.actions, b.rewards, nimg, b.next_obs, ndd)[0]]
+        losses += [
+            algo.critic_loss(img, b.obs, b.actions, b.rewards, nimg, b.next_obs, ndd)[0]
+            for _ in range(7)
+        ]
+    qs = {round(float(x), 3) for x in losses}
+    assert len(qs) > 1, "the target min must be over a random subset that changes per step"
+
+
+def test_frame_stacked_observations_train_and_act() -> None:
+    algo = make(stack=3)
+    algo.update(batch(stack=3))
+    obs = {"image": np.zeros((3, H, H, 3), np.uint8), "state": np.zeros(3, np.float32)}
+    assert algo.policy().act(obs).shape == (2,)
+
+
+def test_checkpoint_round_trip_acts_the_same_on_dict_observations() -> None:
+    algo = make(RLPD)
+    algo.update(batch())
+    buf = io.BytesIO()
+    torch.save(algo.state_dict(), buf)
+    buf.seek(0)
+    other = make(RLPD)
+    other.load_state_dict(torch.load(buf, weights_only=True))
+    obs = space().sample()
+    np.testing.assert_array_equal(algo.policy().act(obs), other.policy().act(obs))
+    many = {k: np.stack([v] * 4) for k, v in obs.items()}
+    assert other.policy().act(many).shape == (4, 2)
+
+
+def test_vector_observations_are_refused_with_a_pointer_to_sac() -> None:
+    with pytest.raises(ConfigError, match=r"algo=drq learns from camera images.*algo=sac"):
+        DrQ(gym.spaces.Box(-1, 1, (4,)), ACT, DrQConfig())
+
+
+def test_subset_larger_than_the_ensemble_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"critic_subsample=3 exceeds algo\.num_critics=2"):
+        build_config(DrQConfig, {"critic_subsample": 3})
