@@ -31,6 +31,7 @@ import numpy as np
 from roborl.core.errors import ConfigError, RobotError
 from roborl.core.interfaces import RobotDriver
 from roborl.robots import msgs
+from roborl.robots.cameras import CameraFeed, parse_cameras
 from roborl.robots.transport import (
     Param,
     add_service,
@@ -47,7 +48,15 @@ log = logging.getLogger("roborl.robots.driver")
 FIELDS = ("position", "velocity", "effort")
 INTERFACES = ("forward", "trajectory", "twist")
 QOS_TOPICS = ("state", "command", "estop", "diagnostics")
-INTERVENTIONS = ("estop", "watchdog_state", "watchdog_policy", "clamp", "rate_limit", "nonfinite")
+INTERVENTIONS = (
+    "estop",
+    "watchdog_state",
+    "watchdog_camera",
+    "watchdog_policy",
+    "clamp",
+    "rate_limit",
+    "nonfinite",
+)
 
 #: The robot config keys a ROS 2 engineer may set as parameters (dotted = nested in the config).
 #: Empty strings and zeros stand for the config's null ("derive it" / "no limit").
@@ -184,6 +193,8 @@ class Ros2Driver(RobotDriver):
         if bad_qos:
             raise ConfigError(f"robot.qos has unknown topics {bad_qos}: accepted are {QOS_TOPICS}.")
         self.qos = {k: qos_spec(qos.get(k), f"robot.qos.{k}") for k in QOS_TOPICS}
+        self.cameras = parse_cameras(cfg.get("cameras"))
+        self.feeds = {c.name: CameraFeed(c) for c in self.cameras}
         self.diagnostics_period_s = float(cfg.get("diagnostics_period_s") or 1.0)
         self.name = str(cfg.get("name") or "robot")
         self.node_name = cfg.get("node_name", "roborl_driver")
@@ -267,17 +278,30 @@ class Ros2Driver(RobotDriver):
             self._estop_reader = subscribe(
                 t, self.estop_topic, msgs.Bool, self._on_estop, self.qos["estop"]
             )
+            self._camera_readers = [
+                subscribe(t, c.topic, msgs.Image, self.feeds[c.name].on_message, c.qos)
+                for c in self.cameras
+            ]
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             with self._lock:
-                if self._obs is not None:
-                    return
+                ready = self._obs is not None
+            if ready and all(f.latest()[0] is not None for f in self.feeds.values()):
+                return
             time.sleep(0.005)
-        why = f" Last rejected message: {self.last_error}" if self.last_error else ""
+        if not ready:
+            why = f" Last rejected message: {self.last_error}" if self.last_error else ""
+            raise RobotError(
+                f"no valid sensor_msgs/JointState with joints {self.joints} on "
+                f"{self.state_topic!r} within {timeout_s}s (ROS_DOMAIN_ID and localhost-only "
+                f"settings must match the robot's).{why}"
+            )
+        feed = next(f for f in self.feeds.values() if f.latest()[0] is None)
+        why = f" Last rejected image: {feed.last_error}" if feed.last_error else ""
         raise RobotError(
-            f"no valid sensor_msgs/JointState with joints {self.joints} on "
-            f"{self.state_topic!r} within {timeout_s}s (ROS_DOMAIN_ID and localhost-only "
-            f"settings must match the robot's).{why}"
+            f"no valid sensor_msgs/Image from camera {feed.spec.name!r} on {feed.spec.topic!r} "
+            f"within {timeout_s}s ({feed.spec.encoding}, {feed.spec.width}x{feed.spec.height} "
+            f"expected).{why}"
         )
 
     def observation(self) -> tuple[np.ndarray, float]:
@@ -285,6 +309,18 @@ class Ros2Driver(RobotDriver):
             if self._obs is None:
                 raise RobotError("observation() before any valid JointState: call connect().")
             return self._obs.copy(), time.monotonic() - self._stamp
+
+    def frames(self) -> dict[str, tuple[np.ndarray, float]]:
+        """Per camera: (newest frame, seconds since it arrived); empty without cameras."""
+        out = {}
+        for name, feed in self.feeds.items():
+            frame, age = feed.latest()
+            if frame is None:
+                raise RobotError(
+                    f"frames() before any valid image from camera {name!r}: connect()."
+                )
+            out[name] = (frame, age)
+        return out
 
     def command(self, action: np.ndarray) -> None:
         a = [float(x) for x in np.asarray(action, dtype=np.float64).reshape(-1)]
@@ -386,6 +422,10 @@ class Ros2Driver(RobotDriver):
         }
         for kind in sorted({*INTERVENTIONS, *counts}):
             values[f"interventions.{kind}"] = int(counts.get(kind, 0))
+        for name, feed in self.feeds.items():
+            values[f"camera.{name}.frames_received"] = feed.received
+            values[f"camera.{name}.frames_rejected"] = feed.rejected
+            values[f"camera.{name}.last_error"] = feed.last_error or ""
         if self._status_extra is not None:
             values.update(self._status_extra())
         if values["estopped"]:
@@ -395,6 +435,15 @@ class Ros2Driver(RobotDriver):
         max_age = safety.config.max_state_age_s if safety is not None else math.inf
         if age > max_age:
             return 1, f"state is stale ({age:.2f}s > {max_age}s): commands hold", values
+        for name, feed in self.feeds.items():
+            cam_age = feed.latest()[1]
+            if cam_age > feed.spec.max_age_s:
+                return (
+                    1,
+                    f"camera {name!r} is stale ({cam_age:.2f}s > {feed.spec.max_age_s}s): "
+                    "commands hold",
+                    values,
+                )
         return 0, "ok", values
 
     def publish_diagnostics(self) -> None:

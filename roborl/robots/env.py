@@ -14,6 +14,10 @@ position control (`safety.hold: last`) every hold and the final stop repeat the 
 (or, before any, the measured) position, never zero. Reward is task-specific and real
 robots rarely report it, so the config picks a simple one (`alive`: 1 per step) and an optional
 termination bound on one observed joint (`terminate: {joint: hinge, abs_above: 0.2}`).
+
+With `cameras` in the robot config the observation is a Dict: `state` (the joint vector) and
+one uint8 (height, width, 3) RGB frame per camera under its name; each camera's staleness
+(`max_age_s`) is a watchdog of the safety layer, like the joint state's age.
 """
 
 from __future__ import annotations
@@ -34,6 +38,31 @@ from roborl.robots.safety import SafetyConfig, SafetyLayer
 
 log = logging.getLogger("roborl.robots.env")
 RESET_MODES = ("wait", "topic", "operator", "home")
+
+
+def robot_observation_space(driver: Ros2Driver) -> gym.Space:
+    """The joint vector (Box), or with cameras a Dict of `state` and one uint8 image per
+    camera (what `train robot=` stores and what `deploy` checks a policy against)."""
+    n_obs = len(driver.joints) * len(driver.fields)
+    state = gym.spaces.Box(-np.inf, np.inf, (n_obs,), np.float64)
+    if not driver.cameras:
+        return state
+    spaces: dict[str, gym.Space] = {"state": state}
+    for cam in driver.cameras:
+        spaces[cam.name] = gym.spaces.Box(0, 255, cam.shape, np.uint8)
+    return gym.spaces.Dict(spaces)
+
+
+def read_observation(driver: Ros2Driver) -> tuple[Any, float, dict[str, float]]:
+    """(observation, state age, per-camera frame ages) from the driver's newest messages."""
+    state, age = driver.observation()
+    if not driver.cameras:
+        return state, age, {}
+    obs: dict[str, np.ndarray] = {"state": state}
+    ages: dict[str, float] = {}
+    for name, (frame, frame_age) in driver.frames().items():
+        obs[name], ages[name] = frame, frame_age
+    return obs, age, ages
 
 
 class RobotEnv(gym.Env):
@@ -58,6 +87,7 @@ class RobotEnv(gym.Env):
                 max_state_age_s=float(s.get("max_state_age_s", 0.25)),
                 max_policy_time_s=float(s.get("max_policy_time_s", 0.5)),
                 hold=s.get("hold", "zero"),
+                max_camera_age_s={c.name: c.max_age_s for c in self.driver.cameras},
             )
         )
         if len(low) != n_cmd:
@@ -68,8 +98,7 @@ class RobotEnv(gym.Env):
         self.action_space = gym.spaces.Box(
             np.asarray(low, np.float32), np.asarray(high, np.float32), dtype=np.float32
         )
-        n_obs = len(self.driver.joints) * len(self.driver.fields)
-        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (n_obs,), np.float64)
+        self.observation_space = robot_observation_space(self.driver)
         self.max_episode_steps = int(self.cfg.get("max_episode_steps", 1000))
         term = self.cfg.get("terminate") or {}
         self._term_idx = None
@@ -183,16 +212,26 @@ class RobotEnv(gym.Env):
         else:
             self._next_tick = time.monotonic()
 
-    def _fresh_obs(self, after: float, timeout_s: float) -> np.ndarray:
+    def _fresh_obs(self, after: float, timeout_s: float) -> Any:
+        """The first observation whose JointState (and every camera frame) arrived after
+        `after`: no episode starts on a picture of the previous one."""
         deadline = time.monotonic() + timeout_s
         while True:
-            obs, age = self.driver.observation()
-            if time.monotonic() - age >= after:
+            obs, age, camera_ages = read_observation(self.driver)
+            now = time.monotonic()
+            stale = [n for n, a in camera_ages.items() if now - a < after]
+            if now - age >= after and not stale:
                 return obs
             if time.monotonic() > deadline:
+                if now - age < after:
+                    raise RobotError(
+                        f"robot sent no fresh JointState within {timeout_s}s after reset "
+                        f"(last error: {self.driver.last_error})."
+                    )
+                feed = self.driver.feeds[stale[0]]
                 raise RobotError(
-                    f"robot sent no fresh JointState within {timeout_s}s after reset "
-                    f"(last error: {self.driver.last_error})."
+                    f"camera {stale[0]!r} sent no fresh image on {feed.spec.topic} within "
+                    f"{timeout_s}s after reset (last error: {feed.last_error})."
                 )
             time.sleep(0.002)
 
@@ -228,16 +267,17 @@ class RobotEnv(gym.Env):
         policy_time = self.policy_time()
         self.last_policy_time_s = policy_time
         self._wait_tick()
-        obs, age = self.driver.observation()
-        decision = self.safety.filter(action, age, policy_time)
+        _, age, camera_ages = read_observation(self.driver)
+        decision = self.safety.filter(action, age, policy_time, camera_ages)
         if decision is None:
             raise RobotError(f"e-stop latched ({self.safety.estop_cause}): no commands are sent.")
         self.driver.command(decision.command)
         self.last_latency_s = age
         self._steps += 1
-        obs, age = self.driver.observation()
+        obs, age, camera_ages = read_observation(self.driver)
+        state = obs["state"] if isinstance(obs, dict) else obs
         terminated = bool(
-            self._term_idx is not None and abs(obs[self._term_idx]) > self._term_bound
+            self._term_idx is not None and abs(state[self._term_idx]) > self._term_bound
         )
         truncated = decision.watchdog or self._steps >= self.max_episode_steps
         info = {
@@ -247,6 +287,8 @@ class RobotEnv(gym.Env):
             "state_age_s": age,
             "policy_time_s": policy_time,
         }
+        if camera_ages:
+            info["camera_ages_s"] = camera_ages
         self._obs_handed_at = time.monotonic()
         return obs, 1.0, terminated, truncated, info
 

@@ -15,6 +15,7 @@ Python loggers, and `rclpy.lifecycle` for the deploy node.
 
 from __future__ import annotations
 
+import array
 import importlib
 import logging
 import threading
@@ -190,6 +191,8 @@ class RclpyTransport:
                 value = [cls._to_ros(v) for v in value]
             elif kinds.get(key) == "octet" and isinstance(value, int):
                 value = bytes([value])
+            elif isinstance(value, (bytes, bytearray)):  # uint8[] (Image.data): one copy
+                value = array.array("B", value)
             setattr(ros, key, value)
         return ros
 
@@ -203,6 +206,8 @@ class RclpyTransport:
                 value = cls._from_ros(type(default), value)
             elif isinstance(value, bytes) and len(value) == 1:
                 value = value[0]
+            elif isinstance(value, array.array) and value.typecode == "B":
+                value = value.tobytes()  # uint8[] (Image.data) as bytes, as msgs.Image has it
             elif not isinstance(value, (str, bool, int, float)):
                 value = list(value)
             out[key] = value

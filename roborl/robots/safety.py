@@ -1,7 +1,7 @@
 """The safety layer: the only path from a policy's action to a robot's command.
 
 Clamps to per-joint limits, limits the change per step, rejects NaN/inf (holds instead), runs a
-watchdog on stale state and late policy output, and keeps a latched e-stop that only an explicit
+watchdog on stale state, stale camera frames and late policy output, and keeps a latched e-stop that only an explicit
 `reset_estop()` clears. Every intervention is logged with its cause and counted.
 """
 
@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,6 +27,9 @@ class SafetyConfig:
     max_state_age_s: float = 0.25  # watchdog on stale observations
     max_policy_time_s: float = 0.5  # watchdog on late policy output
     hold: str = "zero"  # "zero" (effort/velocity control) or "last" (position control)
+    # Per camera name: hold when its newest frame is older (a policy that sees pixels must
+    # not act on a frozen picture, as one that sees joints must not act on a stale state).
+    max_camera_age_s: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         from roborl.core.errors import ConfigError
@@ -99,15 +103,28 @@ class SafetyLayer:
         log.warning("safety intervention [%s]: %s", kind, cause)
 
     def filter(
-        self, action: np.ndarray, state_age_s: float, policy_time_s: float = 0.0
+        self,
+        action: np.ndarray,
+        state_age_s: float,
+        policy_time_s: float = 0.0,
+        camera_ages_s: Mapping[str, float] | None = None,
     ) -> Decision | None:
-        """Turn a policy action into a command; None means "send nothing" (e-stop latched)."""
+        """Turn a policy action into a command; None means "send nothing" (e-stop latched).
+
+        `camera_ages_s`: seconds since each camera's newest frame arrived, checked against
+        `config.max_camera_age_s` like the joint state's age."""
         if self.estopped:
             return None
         if state_age_s > self.config.max_state_age_s:
             cause = f"state is {state_age_s:.3f}s old (> {self.config.max_state_age_s}s)"
             self._note("watchdog_state", cause)
             return Decision(self.hold_command(), True, cause, watchdog=True)
+        for name, age in (camera_ages_s or {}).items():
+            limit = self.config.max_camera_age_s.get(name)
+            if limit is not None and age > limit:
+                cause = f"camera {name!r} frame is {age:.3f}s old (> {limit}s)"
+                self._note("watchdog_camera", cause)
+                return Decision(self.hold_command(), True, cause, watchdog=True)
         if policy_time_s > self.config.max_policy_time_s:
             cause = f"policy took {policy_time_s:.3f}s (> {self.config.max_policy_time_s}s)"
             self._note("watchdog_policy", cause)

@@ -8,6 +8,13 @@ it until a reset request (`on_terminate=hold`, like a real robot that needs its 
 routine). A reset is requested with the `~/reset` service (std_srvs/Trigger, answered once
 the new episode has started) or a std_msgs/Bool True on `/sim_robot/reset`. It prints one
 JSON line per episode.
+
+Cameras (`cameras=[top]` or `cameras=[{name: top, topic: ..., width: 64, height: 64,
+rate_hz: 10}]`, `name` being a MuJoCo camera of the model) are rendered offscreen (MuJoCo's
+renderer, `MUJOCO_GL=egl`) after the physics step and published as sensor_msgs/Image (rgb8)
+with the JointState's stamp. `env=tabletop` is the pixel robot: the RoborlTabletop scene, its
+gripper's slide joints `gx`, `gy` as joint state, its top-down camera `top`, and commands in
+the env's action space (a velocity of the gripper, [-1, 1] per axis).
 """
 
 from __future__ import annotations
@@ -34,7 +41,8 @@ from roborl.robots.nodes import (
     guard_command,
 )
 
-SIM_QOS_TOPICS = ("state", "command", "reset", "clock")
+SIM_QOS_TOPICS = ("state", "command", "reset", "clock", "camera")
+SIM_CAMERA_KEYS = ("name", "topic", "width", "height", "rate_hz", "frame_id")
 
 
 @dataclass
@@ -90,7 +98,16 @@ class SimRobotOptions:
     qos: dict = field(
         default_factory=dict,
         metadata={
-            "help": "per-topic QoS: state, command, reset, clock (default, sensor_data, ...)"
+            "help": "per-topic QoS: state, command, reset, clock, camera (default, "
+            "sensor_data, ...)"
+        },
+    )
+    cameras: list[Any] = field(
+        default_factory=list,
+        metadata={
+            "help": "MuJoCo cameras published as sensor_msgs/Image (rgb8): names, or "
+            "{name, topic, width, height, rate_hz, frame_id}; defaults /camera/<name>/image_raw, "
+            "64x64, every step"
         },
     )
 
@@ -109,6 +126,103 @@ def _joint_table(model: Any) -> list[tuple[str, int, int]]:
         ):
             table.append((model.joint(j).name, int(model.jnt_qposadr[j]), int(model.jnt_dofadr[j])))
     return table
+
+
+@dataclass
+class SimCamera:
+    """A MuJoCo camera that sim-robot renders and publishes."""
+
+    name: str
+    topic: str
+    width: int
+    height: int
+    rate_hz: float | None
+    frame_id: str
+
+
+def _camera_specs(value: list[Any], model: Any) -> list[SimCamera]:
+    """`cameras=` checked against the model (camera names, offscreen buffer size)."""
+    import mujoco
+
+    names = [model.camera(i).name for i in range(model.ncam)]
+    max_w, max_h = int(model.vis.global_.offwidth), int(model.vis.global_.offheight)
+    out = []
+    for i, item in enumerate(value):
+        at = f"cameras[{i}]"
+        item = {"name": item} if isinstance(item, str) else item
+        if not isinstance(item, dict):
+            raise ConfigError(f"{at}={item!r}: give a camera name or a mapping.")
+        bad = [k for k in item if k not in SIM_CAMERA_KEYS]
+        if bad:
+            raise ConfigError(f"{at} has unknown keys {bad}: accepted are {SIM_CAMERA_KEYS}.")
+        name = str(item.get("name") or "")
+        if mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, name) < 0:
+            raise ConfigError(f"{at}.name={name!r} is not a camera of the model: it has {names}.")
+        w, h = int(item.get("width") or 64), int(item.get("height") or 64)
+        if not (0 < w <= max_w and 0 < h <= max_h):
+            raise ConfigError(
+                f"{at}: {w}x{h} does not fit the model's offscreen buffer {max_w}x{max_h} "
+                "(<visual><global offwidth offheight> in its XML)."
+            )
+        rate = item.get("rate_hz")
+        if rate is not None and not float(rate) > 0:
+            raise ConfigError(f"{at}.rate_hz={rate!r} must be > 0 (null: every step).")
+        out.append(
+            SimCamera(
+                name=name,
+                topic=str(item.get("topic") or f"/camera/{name}/image_raw"),
+                width=w,
+                height=h,
+                rate_hz=float(rate) if rate is not None else None,
+                frame_id=str(item.get("frame_id") or f"{name}_camera"),
+            )
+        )
+    if len({c.topic for c in out}) != len(out):
+        raise ConfigError(f"cameras={value!r}: two cameras publish on the same topic.")
+    return out
+
+
+class _CameraPublisher:
+    """Renders each camera at its rate with MuJoCo's offscreen renderer and publishes it.
+
+    Rendering happens on sim-robot's loop thread (an OpenGL context belongs to one thread)."""
+
+    def __init__(self, cams: list[SimCamera], base: Any, transport: Any, qos: Any) -> None:
+        import mujoco
+
+        from roborl.robots import msgs
+        from roborl.robots.transport import publisher
+
+        self.base = base
+        self.items = []
+        for cam in cams:
+            try:
+                renderer = mujoco.Renderer(base.model, cam.height, cam.width)
+            except Exception as exc:  # no EGL/OSMesa: say what to install, not a GL trace
+                raise ConfigError(
+                    f"cannot render camera {cam.name!r} offscreen ({exc}); MuJoCo needs "
+                    "MUJOCO_GL=egl (libEGL) or MUJOCO_GL=osmesa (libosmesa6)."
+                ) from None
+            pub = publisher(transport, cam.topic, msgs.Image, qos)
+            self.items.append([cam, renderer, pub, -float("inf")])
+        self.published = 0
+
+    def publish(self, stamp: Any) -> None:
+        from roborl.robots.cameras import encode_image
+
+        now = time.monotonic()
+        for item in self.items:
+            cam, renderer, pub, next_t = item
+            if cam.rate_hz is not None and now < next_t:
+                continue
+            item[3] = max(next_t + 1.0 / cam.rate_hz, now) if cam.rate_hz else now
+            renderer.update_scene(self.base.data, camera=cam.name)
+            pub(encode_image(renderer.render(), stamp, cam.frame_id))
+            self.published += 1
+
+    def close(self) -> None:
+        for _, renderer, _, _ in self.items:
+            renderer.close()
 
 
 def sim_robot(argv: list[str]) -> int:
@@ -151,6 +265,7 @@ def sim_robot(argv: list[str]) -> int:
     if not hasattr(base, "data"):
         raise ConfigError(f"sim-robot needs a MuJoCo env; env.id={env_cfg.get('id')!r} is not.")
     table = _joint_table(base.model)
+    cams = _camera_specs(list(opts.cameras or []), base.model)
     n_act = int(np.prod(env.action_space.shape))
     low = np.asarray(opts.command_low if opts.command_low is not None else env.action_space.low)
     high = np.asarray(opts.command_high if opts.command_high is not None else env.action_space.high)
@@ -161,7 +276,9 @@ def sim_robot(argv: list[str]) -> int:
         p = declare_parameters(
             transport,
             {
-                "rate_hz": Param(float(opts.rate_hz or 1.0 / base.dt), "env steps per second"),
+                "rate_hz": Param(
+                    float(opts.rate_hz or 1.0 / _env_dt(base)), "env steps per second"
+                ),
                 "joints": Param(
                     list(opts.joints or [t[0] for t in table]), "joints published, in order"
                 ),
@@ -177,9 +294,25 @@ def sim_robot(argv: list[str]) -> int:
                 "publish_clock": Param(bool(opts.publish_clock), "publish sim time on /clock"),
             },
         )
-        return _serve_sim(env, base, table, n_act, p, qos, transport, opts, env_cfg.get("id"))
+        cameras = _CameraPublisher(cams, base, transport, qos["camera"]) if cams else None
+        try:
+            return _serve_sim(
+                env, base, table, n_act, p, qos, transport, opts, env_cfg.get("id"), cameras
+            )
+        finally:
+            if cameras is not None:
+                cameras.close()
     finally:
         transport.close()
+
+
+def _env_dt(base: Any) -> float:
+    """Simulated seconds per env step: `dt` (Gymnasium's MuJoCo envs, RoborlTabletop), else
+    the physics timestep times the env's `frame_skip` (1 if it has none)."""
+    dt = getattr(base, "dt", None)
+    if dt is None:
+        dt = float(base.model.opt.timestep) * int(getattr(base, "frame_skip", 1))
+    return float(dt)
 
 
 def _serve_sim(
@@ -192,6 +325,7 @@ def _serve_sim(
     transport: Any,
     opts: SimRobotOptions,
     env_id: str | None,
+    cameras: _CameraPublisher | None = None,
 ) -> int:
     """sim-robot's loop, with its parameters `p` resolved."""
     from roborl.robots import msgs
@@ -269,8 +403,10 @@ def _serve_sim(
         state_topic=p["state_topic"],
         command_topic=p["command_topic"],
         clock=bool(p["publish_clock"]),
+        cameras={c[0].name: c[0].topic for c in cameras.items} if cameras else {},
     )
     period = 1.0 / rate
+    dt = _env_dt(base)
     t_end = time.monotonic() + float(opts.duration_s) if opts.duration_s else float("inf")
     next_tick = time.monotonic()
     ep_len, ep_ret = 0, 0.0
@@ -320,22 +456,23 @@ def _serve_sim(
                     frozen = True
                 else:
                     reset_next = True
-        sim_t += base.dt
+        sim_t += dt
         if clock is not None:
             clock(msgs.Clock(clock=msgs.stamp_now(sim_t)))
         qpos, qvel = base.data.qpos, base.data.qvel
         qfrc = base.data.qfrc_actuator
+        stamp = msgs.stamp_now(sim_t if stamps_sim else time.time())
         publish(
             msgs.JointState(
-                header=msgs.Header(
-                    stamp=msgs.stamp_now(sim_t if stamps_sim else time.time()), frame_id=""
-                ),
+                header=msgs.Header(stamp=stamp, frame_id=""),
                 name=names,
                 position=[float(qpos[a]) for _, a, _ in table],
                 velocity=[float(qvel[d]) for _, _, d in table],
                 effort=[float(qfrc[d]) for _, _, d in table],
             )
         )
+        if cameras is not None:
+            cameras.publish(stamp)  # the same instant as the JointState
         for done in served:
             done.set()  # the service answers once the new episode's first state is out
         next_tick += period
@@ -355,6 +492,7 @@ def _serve_sim(
         reset_requests=state["reset_requests"],
         sim_time_s=sim_t,
         last_clock_s=now(transport) if stamps_sim else None,
+        images_published=cameras.published if cameras is not None else 0,
     )
     return 0
 

@@ -105,6 +105,12 @@ class TabletopEnv(gym.Env):
     # -- state -------------------------------------------------------------------------------
 
     @property
+    def dt(self) -> float:
+        """Simulated seconds per step (10 physics substeps), like Gymnasium's MuJoCo envs'
+        `dt`: `sim-robot` paces its real-time loop and /clock with it."""
+        return 10 * float(self.model.opt.timestep)
+
+    @property
     def instruction(self) -> str:
         return TASKS[self.task]
 
