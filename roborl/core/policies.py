@@ -18,6 +18,7 @@ import torch
 
 from roborl.core.interfaces import Policy
 from roborl.core.nn import ActionScaler, TanhGaussianActor, obs_tensor
+from roborl.core.obs import Obs, add_batch_axis, as_numpy_obs, is_single
 
 
 class BatchedPolicy(Policy):
@@ -28,14 +29,18 @@ class BatchedPolicy(Policy):
         self.action_space = action_space
 
     @abc.abstractmethod
-    def act_batch(self, obs: np.ndarray) -> np.ndarray:
+    def act_batch(self, obs: Obs) -> np.ndarray:
         """Deterministic actions for observations with a leading batch axis."""
 
-    def act(self, obs: np.ndarray) -> np.ndarray:
-        """One observation (the Policy contract) or a batch with a leading axis."""
-        obs = np.asarray(obs, dtype=np.float32)
-        single = obs.ndim == len(self.observation_space.shape)
-        actions = self.act_batch(obs[None] if single else obs)
+    def act(self, obs: Obs) -> np.ndarray:
+        """One observation (the Policy contract) or a batch with a leading axis.
+
+        Dict observations (images beside states) arrive as dicts of arrays, each entry in its
+        space's dtype (images stay uint8), with or without the batch axis on every entry.
+        """
+        obs = as_numpy_obs(obs, self.observation_space)
+        single = is_single(obs, self.observation_space)
+        actions = self.act_batch(add_batch_axis(obs) if single else obs)
         return actions[0] if single else actions
 
 

@@ -14,8 +14,8 @@ def space_to_dict(space: gym.Space) -> dict[str, Any]:
     if isinstance(space, gym.spaces.Box):
         return {
             "type": "Box",
-            "low": space.low.tolist(),
-            "high": space.high.tolist(),
+            "low": _bound(space.low),
+            "high": _bound(space.high),
             "shape": list(space.shape),
             "dtype": str(space.dtype),
         }
@@ -26,12 +26,22 @@ def space_to_dict(space: gym.Space) -> dict[str, Any]:
     raise TypeError(f"roborl cannot store a {type(space).__name__} space in a checkpoint")
 
 
+def _bound(values: np.ndarray) -> Any:
+    """One number when every entry is the same (an image's 0..255), else the full list: a
+    64x64x3 camera would otherwise put 2 x 12288 numbers into every checkpoint and config.json."""
+    flat = values.reshape(-1)
+    if flat.size > 1 and np.all(flat == flat[0]):
+        return flat[0].item()
+    return values.tolist()
+
+
 def space_from_dict(data: dict[str, Any]) -> gym.Space:
     kind = data.get("type")
     if kind == "Box":
         dtype = np.dtype(data["dtype"])
-        low = np.asarray(data["low"], dtype=dtype).reshape(data["shape"])
-        high = np.asarray(data["high"], dtype=dtype).reshape(data["shape"])
+        shape = tuple(data["shape"])
+        low = np.broadcast_to(np.asarray(data["low"], dtype=dtype), shape).copy()
+        high = np.broadcast_to(np.asarray(data["high"], dtype=dtype), shape).copy()
         return gym.spaces.Box(low=low, high=high, dtype=dtype)
     if kind == "Discrete":
         return gym.spaces.Discrete(int(data["n"]), start=int(data.get("start", 0)))
