@@ -199,6 +199,7 @@ class _DeployNode:
         import gymnasium as gym
 
         from roborl.core.algorithms import build_algorithm
+        from roborl.robots.env import robot_observation_space
 
         self.autostart = bool(self.cfg.pop("autostart"))
         self.on_watchdog = self.cfg.pop("on_watchdog")
@@ -209,7 +210,7 @@ class _DeployNode:
         if self.rate_hz <= 0:
             raise ConfigError(f"rate_hz={self.rate_hz} must be > 0.")
         self.period = 1.0 / self.rate_hz
-        obs_space = gym.spaces.Box(-np.inf, np.inf, (len(d.joints) * len(d.fields),), np.float64)
+        obs_space = robot_observation_space(d)
         if self.algo is None:
             safety = dict(self.cfg.get("safety") or {})
             n = len(d.command_joints)
@@ -220,13 +221,7 @@ class _DeployNode:
             )
             self.algo = build_algorithm(host, algo_cfg, obs_space, act_space, "cpu")
         self.policy = self.algo.policy()
-        expected = self.policy.observation_space.shape
-        if expected != obs_space.shape:
-            raise ConfigError(
-                f"the checkpoint's policy expects observations of shape {expected}, robot "
-                f"config gives {obs_space.shape} ({len(d.joints)} joints x fields "
-                f"{d.fields}): fix robot.joints / robot.fields."
-            )
+        _check_policy_space(self.policy.observation_space, obs_space, d)
         self.sim_time = bool(getattr(self.transport, "use_sim_time", False))
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -367,6 +362,8 @@ class _DeployNode:
                 event="waiting_for_lifecycle",
                 node=getattr(self.transport, "fully_qualified_name", self.opts.node_name),
             )
+        from roborl.robots.env import read_observation
+
         driver = self.driver
         latency: list[float] = []
         compute: list[float] = []
@@ -402,11 +399,13 @@ class _DeployNode:
                         driver.publish_diagnostics()
                         self.reported_estop = True
                     continue
-                obs, age = driver.observation()
+                obs, age, camera_ages = read_observation(driver)
                 arrived = tick - age
                 start = time.monotonic()
-                action = self.policy.act(obs.astype(np.float32))
-                decision = env.safety.filter(action, age, time.monotonic() - start)
+                if not isinstance(obs, dict):
+                    obs = obs.astype(np.float32)
+                action = self.policy.act(obs)
+                decision = env.safety.filter(action, age, time.monotonic() - start, camera_ages)
                 if decision is None:
                     continue
                 driver.command(decision.command)
@@ -477,6 +476,30 @@ class _DeployNode:
             tmp = Path(str(self.opts.stats) + ".tmp")
             tmp.write_text(json.dumps(stats, indent=1))
             tmp.replace(self.opts.stats)
+
+
+def _describe(space: Any) -> str:
+    if hasattr(space, "spaces"):
+        return "{" + ", ".join(f"{k}: {tuple(s.shape)}" for k, s in space.spaces.items()) + "}"
+    return str(tuple(space.shape))
+
+
+def _check_policy_space(expected: Any, given: Any, driver: Any) -> None:
+    """The robot's observations must be what the policy was trained on: the same joint
+    vector length, and the same cameras (names and frame sizes) when it sees pixels."""
+
+    def layout(space: Any) -> Any:
+        if hasattr(space, "spaces"):
+            return {k: tuple(s.shape) for k, s in space.spaces.items()}
+        return tuple(space.shape)
+
+    if layout(expected) != layout(given):
+        raise ConfigError(
+            f"the checkpoint's policy expects observations {_describe(expected)}, the robot "
+            f"config gives {_describe(given)} ({len(driver.joints)} joints x fields "
+            f"{driver.fields}, cameras {[c.name for c in driver.cameras]}): fix robot.joints / "
+            "robot.fields / robot.cameras."
+        )
 
 
 deploy_cmd = guard_command(
