@@ -9,6 +9,11 @@ bootstrap) and `timeouts` (time-limit truncations; the episode ends but bootstra
 `next_observations` stored explicitly. `costs` is optional (DSRL-style safe datasets). Metadata
 is a JSON-able dict; `reference_returns={"random": R_r, "expert": R_e}` gives D4RL-normalised
 scores, `reference_costs` the same for costs.
+
+Observations are one array, or a dict of arrays for Dict observation spaces (camera images
+beside states, demonstrations recorded on a robot). Dict entries keep uint8 images as uint8
+(other entries become float32). On disk a dict observation is an HDF5 group
+(``observations/image``, ``observations/state``) or NPZ entries named the same way.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ import torch
 
 from roborl.core.errors import DatasetError
 from roborl.core.interfaces import Batch
+from roborl.core.obs import Obs, copy_obs, index_obs
+from roborl.core.spaces import space_from_dict
 
 REQUIRED_FIELDS = (
     "observations",
@@ -51,10 +58,10 @@ log = logging.getLogger("roborl.datasets")
 class OfflineDataset:
     """Flat transition arrays plus metadata. Construct with `from_arrays` to validate."""
 
-    observations: np.ndarray
+    observations: Obs
     actions: np.ndarray
     rewards: np.ndarray
-    next_observations: np.ndarray
+    next_observations: Obs
     terminals: np.ndarray
     timeouts: np.ndarray
     costs: np.ndarray | None = None
@@ -80,7 +87,7 @@ class OfflineDataset:
           next row's observation ends its episode by truncation.
         Every other required field must be present.
         """
-        data = {k: v for k, v in data.items() if v is not None}
+        data = _group_obs_fields({k: v for k, v in data.items() if v is not None}, source)
         derive_next = "next_observations" not in data and "timeouts" in data
         infer_timeouts = "timeouts" not in data and "next_observations" in data
         if "timeouts" not in data and "next_observations" not in data and "terminals" in data:
@@ -100,23 +107,27 @@ class OfflineDataset:
                     f"{', '.join(REQUIRED_FIELDS)} (and optionally costs); found "
                     f"{', '.join(sorted(k for k in data if k != META_KEY)) or 'nothing'}."
                 )
-        arrays: dict[str, np.ndarray] = {}
+        arrays: dict[str, Any] = {}
         for name in ALL_FIELDS:
             if data.get(name) is None:
                 continue
-            try:
-                arr = np.asarray(data[name])
-            except Exception as exc:
-                raise DatasetError(f"{source}: field {name!r} is not an array ({exc}).") from exc
-            arrays[name] = arr
-        n = arrays["observations"].shape[0] if arrays["observations"].ndim else 0
+            if name in OBS_FIELDS and isinstance(data[name], Mapping):
+                arrays[name] = {
+                    k: _as_array(f"{name}/{k}", v, source) for k, v in data[name].items()
+                }
+            else:
+                arrays[name] = _as_array(name, data[name], source)
+        # dict observations are measured against the rewards, so the bad key is the one named
+        ref = "rewards" if isinstance(arrays["observations"], Mapping) else "observations"
+        first = _first_array(arrays[ref])
+        n = first.shape[0] if first.ndim else 0
         if n == 0:
-            raise DatasetError(f"{source}: field 'observations' is empty; need >= 1 transition.")
-        for name, arr in arrays.items():
+            raise DatasetError(f"{source}: field {ref!r} is empty; need >= 1 transition.")
+        for name, arr in _named_arrays(arrays):
             if arr.ndim == 0 or arr.shape[0] != n:
                 got = arr.shape[0] if arr.ndim else "a scalar"
                 raise DatasetError(
-                    f"{source}: field {name!r} has length {got} but 'observations' has {n}; "
+                    f"{source}: field {name!r} has length {got} but {ref!r} has {n}; "
                     "every field needs one entry per transition."
                 )
         # shapes
@@ -129,16 +140,7 @@ class OfflineDataset:
                     raise DatasetError(
                         f"{source}: field {name!r} has shape {arr.shape}; expected ({n},)."
                     )
-        obs, nxt = arrays["observations"], arrays["next_observations"]
-        if obs.ndim < 2:
-            raise DatasetError(
-                f"{source}: field 'observations' has shape {obs.shape}; expected (N, obs_dim)."
-            )
-        if nxt.shape != obs.shape:
-            raise DatasetError(
-                f"{source}: field 'next_observations' has shape {nxt.shape} but "
-                f"'observations' has {obs.shape}; they must match."
-            )
+        _check_obs_pair(arrays["observations"], arrays["next_observations"], source)
         act = arrays["actions"]
         if act.ndim == 1:
             act = arrays["actions"] = act[:, None]
@@ -150,21 +152,13 @@ class OfflineDataset:
         for name in ("observations", "actions", "rewards", "next_observations", "costs"):
             if name not in arrays:
                 continue
-            arr = arrays[name]
-            if not np.issubdtype(arr.dtype, np.number) or np.issubdtype(
-                arr.dtype, np.complexfloating
-            ):
-                raise DatasetError(
-                    f"{source}: field {name!r} has dtype {arr.dtype}; expected real numbers."
-                )
-            arr = arrays[name] = arr.astype(np.float32, copy=False)
-            bad = ~np.isfinite(arr)
-            if bad.any():
-                idx = int(np.argwhere(bad.reshape(n, -1).any(axis=1))[0, 0])
-                raise DatasetError(
-                    f"{source}: field {name!r} has {int(bad.sum())} non-finite values "
-                    f"(NaN/inf), first at transition {idx}; clean or drop those transitions."
-                )
+            if isinstance(arrays[name], Mapping):
+                arrays[name] = {
+                    k: _numeric(f"{name}/{k}", v, n, source, keep_uint8=True)
+                    for k, v in arrays[name].items()
+                }
+            else:
+                arrays[name] = _numeric(name, arrays[name], n, source)
         for name in ("terminals", "timeouts"):
             arr = arrays[name]
             if arr.dtype != bool:
@@ -199,7 +193,7 @@ class OfflineDataset:
 
     def replace(self, **changes: Any) -> OfflineDataset:
         """A validated copy with some fields or the metadata replaced."""
-        data: dict[str, Any] = {k: v.copy() for k, v in self.arrays().items()}
+        data: dict[str, Any] = {k: copy_obs(v) for k, v in self.arrays().items()}
         meta = json.loads(json.dumps(self.metadata))
         meta.update(changes.pop("metadata", {}))
         data.update(changes)
@@ -208,35 +202,50 @@ class OfflineDataset:
     # -- sizes and spaces --------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return int(self.observations.shape[0])
+        return int(self.rewards.shape[0])
+
+    @property
+    def dict_obs(self) -> bool:
+        """True when observations are a dict of arrays (images beside states)."""
+        return isinstance(self.observations, Mapping)
+
+    @property
+    def obs_shape(self) -> tuple[int, ...] | dict[str, tuple[int, ...]]:
+        """Per-step observation shape (a dict of shapes for dict observations)."""
+        if isinstance(self.observations, Mapping):
+            return {k: tuple(int(d) for d in v.shape[1:]) for k, v in self.observations.items()}
+        return tuple(int(d) for d in self.observations.shape[1:])
 
     @property
     def obs_dim(self) -> int:
-        return int(np.prod(self.observations.shape[1:]))
+        """Flat observation size (all entries of a dict observation together)."""
+        shape = self.obs_shape
+        if isinstance(shape, dict):
+            return int(sum(int(np.prod(s)) for s in shape.values()))
+        return int(np.prod(shape))
 
     @property
     def action_dim(self) -> int:
         return int(self.actions.shape[1])
 
     @property
-    def observation_space(self) -> gym.spaces.Box:
-        """From metadata when recorded (`observation_space` low/high), else unbounded."""
-        spec = self.metadata.get("observation_space")
-        if isinstance(spec, Mapping) and "low" in spec:
-            return gym.spaces.Box(
-                np.asarray(spec["low"], np.float32), np.asarray(spec["high"], np.float32)
-            )
+    def observation_space(self) -> gym.Space:
+        """From metadata when recorded (`space_to_dict` form), else unbounded float32 entries
+        and 0..255 uint8 images."""
+        space = _space_from_metadata(self.metadata.get("observation_space"))
+        if space is not None:
+            return space
+        if isinstance(self.observations, Mapping):
+            return gym.spaces.Dict({k: _box_for(v) for k, v in self.observations.items()})
         shape = self.observations.shape[1:]
         return gym.spaces.Box(-np.inf, np.inf, shape=shape, dtype=np.float32)
 
     @property
     def action_space(self) -> gym.spaces.Box:
         """From metadata when recorded, else the data's range rounded out to [-1, 1] or wider."""
-        spec = self.metadata.get("action_space")
-        if isinstance(spec, Mapping) and "low" in spec:
-            return gym.spaces.Box(
-                np.asarray(spec["low"], np.float32), np.asarray(spec["high"], np.float32)
-            )
+        space = _space_from_metadata(self.metadata.get("action_space"))
+        if isinstance(space, gym.spaces.Box):
+            return space
         bound = max(1.0, float(np.ceil(np.abs(self.actions).max())))
         return gym.spaces.Box(-bound, bound, shape=(self.action_dim,), dtype=np.float32)
 
@@ -292,12 +301,13 @@ class OfflineDataset:
     # -- sampling ----------------------------------------------------------------------------
 
     def to(self, device: str | torch.device = "cpu") -> OfflineDataset:
-        """Cache the arrays as tensors on `device` (sampling then indexes without copies)."""
-        t = {
-            "obs": torch.as_tensor(self.observations, device=device),
+        """Cache the arrays as tensors on `device` (sampling then indexes without copies;
+        uint8 image entries stay uint8)."""
+        t: dict[str, Any] = {
+            "obs": _tensors(self.observations, device),
             "actions": torch.as_tensor(self.actions, device=device),
             "rewards": torch.as_tensor(self.rewards, device=device),
-            "next_obs": torch.as_tensor(self.next_observations, device=device),
+            "next_obs": _tensors(self.next_observations, device),
             "terminated": torch.as_tensor(self.terminals.astype(np.float32), device=device),
         }
         if self.costs is not None:
@@ -312,12 +322,12 @@ class OfflineDataset:
         t = self._tensors
         assert t is not None
         idx = torch.randint(len(self), (batch_size,), generator=generator)
-        idx = idx.to(t["obs"].device)
+        idx = idx.to(t["rewards"].device)
         return Batch(
-            obs=t["obs"][idx],
+            obs=index_obs(t["obs"], idx),
             actions=t["actions"][idx],
             rewards=t["rewards"][idx],
-            next_obs=t["next_obs"][idx],
+            next_obs=index_obs(t["next_obs"], idx),
             terminated=t["terminated"][idx],
             costs=t["costs"][idx] if "costs" in t else None,
         )
@@ -330,7 +340,7 @@ class OfflineDataset:
         out: dict[str, Any] = {
             "transitions": len(self),
             "episodes": len(rets),
-            "obs_shape": list(self.observations.shape[1:]),
+            "obs_shape": _jsonable_shape(self.obs_shape),
             "action_dim": self.action_dim,
             "fields": list(self.arrays()),
             "terminals": int(self.terminals.sum()),
@@ -363,16 +373,17 @@ class OfflineDataset:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
         os.close(fd)
         try:
+            flat = _flat_fields(self.arrays())
             if suffix == ".npz":
                 with open(tmp, "wb") as f:
                     np.savez_compressed(
-                        f, **self.arrays(), **{META_KEY: np.array(json.dumps(self.metadata))}
+                        f, **flat, **{META_KEY: np.array(json.dumps(self.metadata))}
                     )
             else:
                 import h5py
 
                 with h5py.File(tmp, "w") as f:
-                    for name, arr in self.arrays().items():
+                    for name, arr in flat.items():  # "observations/image" makes a group
                         f.create_dataset(name, data=arr, compression="gzip")
                     f.attrs["roborl_metadata"] = json.dumps(self.metadata)
             os.replace(tmp, path)
@@ -387,10 +398,10 @@ def _timeouts_from_continuity(arrays: dict[str, np.ndarray], source: str) -> np.
     """Timeouts of a file that has none: a non-terminal row whose next observation differs
     from the next row's observation was cut by a time limit (the last row ends the data)."""
     obs, nxt, term = arrays["observations"], arrays["next_observations"], arrays["terminals"]
-    n = len(obs)
+    n = len(term)
     timeouts = np.zeros(n, dtype=bool)
     if n > 1:
-        gap = np.any(nxt[:-1].reshape(n - 1, -1) != obs[1:].reshape(n - 1, -1), axis=1)
+        gap = rows_differ(index_obs(nxt, slice(0, -1)), index_obs(obs, slice(1, None)))
         timeouts[:-1] = gap & ~term[:-1]
     if timeouts.any():
         log.warning(
@@ -428,8 +439,10 @@ def _derive_next_observations(arrays: dict[str, np.ndarray], source: str) -> dic
         )
     new_tout = np.zeros(n, dtype=bool)
     new_tout[:-1] = tout[1:] & ~term[:-1]
-    out = {k: v[keep] for k, v in arrays.items() if k != "next_observations"}
-    out["next_observations"] = arrays["observations"][1:][keep[:-1]]
+    out = {k: index_obs(v, keep) for k, v in arrays.items() if k != "next_observations"}
+    out["next_observations"] = index_obs(
+        index_obs(arrays["observations"], slice(1, None)), keep[:-1]
+    )
     out["timeouts"] = new_tout[keep]
     log.warning(
         "%s: no 'next_observations' field; derived from the next row as D4RL's "
@@ -471,7 +484,12 @@ def load_hdf5(path: str | Path) -> OfflineDataset:
         ) from exc
     try:
         with h5py.File(path, "r") as f:
-            data = {k: f[k][()] for k in ALL_FIELDS if k in f and isinstance(f[k], h5py.Dataset)}
+            data: dict[str, Any] = {
+                k: f[k][()] for k in ALL_FIELDS if k in f and isinstance(f[k], h5py.Dataset)
+            }
+            for k in OBS_FIELDS:  # dict observations: one group per field
+                if k in f and isinstance(f[k], h5py.Group):
+                    data[k] = {sub: f[k][sub][()] for sub in f[k]}
             raw = f.attrs.get("roborl_metadata")
             meta = json.loads(raw) if raw is not None else {}
     except DatasetError:
@@ -494,25 +512,9 @@ def load_file(path: str | Path) -> OfflineDataset:
     )
 
 
-def check_dataset_spaces(
-    dataset: OfflineDataset,
-    observation_space: gym.Space,
-    action_space: gym.Space,
-    env_name: str,
+def _check_flat_obs_space(
+    dataset: OfflineDataset, observation_space: gym.Space, env_name: str
 ) -> None:
-    """Check a dataset against the env it will be evaluated on, before any update runs.
-
-    Why: without it a dataset recorded on another task trains for the whole budget and then
-    crashes at the first evaluation with a bare tensor-size error. A mismatch in the
-    observation or action dimension raises `DatasetError` naming the field, both shapes and
-    the env.
-
-    Actions outside the env's Box bounds are accepted with one warning that gives the
-    fraction of transitions out of bounds (and the largest excess). Why not refuse: RIQL's
-    corruption protocol (and its official code) leaves corrupted actions unclipped, and many
-    D4RL files hold actions a hair beyond +-1; the algorithms squash their own outputs into
-    the bounds, so such data is usable, but a user who recorded in other units should know.
-    """
     obs_shape = tuple(int(d) for d in dataset.observations.shape[1:])
     if isinstance(observation_space, gym.spaces.Box):
         want_obs = tuple(int(d) for d in observation_space.shape)
@@ -534,6 +536,65 @@ def check_dataset_spaces(
             f"{env_name!r} observes shape {want_obs}; the dataset was recorded on another "
             "task (or observation wrapper). Pick the matching env= or dataset=."
         )
+
+
+def _check_dict_obs_space(
+    dataset: OfflineDataset, observation_space: gym.Space, env_name: str
+) -> None:
+    """Dict data for a Dict env: the same keys, each with the env's per-step shape."""
+    if not dataset.dict_obs:
+        raise DatasetError(
+            f"dataset field 'observations' is one array of per-step shape "
+            f"{dataset.obs_shape}, but env {env_name!r} observes a Dict "
+            f"({', '.join(observation_space.spaces)}); record the dataset on this env."
+        )
+    if not isinstance(observation_space, gym.spaces.Dict):
+        raise DatasetError(
+            f"dataset field 'observations' is a dict ({', '.join(dataset.observations)}), but "
+            f"env {env_name!r} observes one array of shape {observation_space.shape}; pick the "
+            "env the dataset was recorded on."
+        )
+    have, want = set(dataset.observations), set(observation_space.spaces)
+    if have != want:
+        raise DatasetError(
+            f"dataset field 'observations' has keys {sorted(have)} but env {env_name!r} "
+            f"observes keys {sorted(want)} (missing {sorted(want - have)}, extra "
+            f"{sorted(have - want)}); pick the matching env= or dataset=."
+        )
+    shapes = dataset.obs_shape
+    assert isinstance(shapes, dict)
+    for key, sub in observation_space.spaces.items():
+        if shapes[key] != tuple(sub.shape):
+            raise DatasetError(
+                f"dataset field 'observations/{key}' has per-step shape {shapes[key]} but env "
+                f"{env_name!r} observes {key!r} with shape {tuple(sub.shape)} (another image "
+                "size or task?); pick the matching env= or dataset=."
+            )
+
+
+def check_dataset_spaces(
+    dataset: OfflineDataset,
+    observation_space: gym.Space,
+    action_space: gym.Space,
+    env_name: str,
+) -> None:
+    """Check a dataset against the env it will be evaluated on, before any update runs.
+
+    Why: without it a dataset recorded on another task trains for the whole budget and then
+    crashes at the first evaluation with a bare tensor-size error. A mismatch in the
+    observation or action dimension raises `DatasetError` naming the field, both shapes and
+    the env.
+
+    Actions outside the env's Box bounds are accepted with one warning that gives the
+    fraction of transitions out of bounds (and the largest excess). Why not refuse: RIQL's
+    corruption protocol (and its official code) leaves corrupted actions unclipped, and many
+    D4RL files hold actions a hair beyond +-1; the algorithms squash their own outputs into
+    the bounds, so such data is usable, but a user who recorded in other units should know.
+    """
+    if dataset.dict_obs or isinstance(observation_space, gym.spaces.Dict):
+        _check_dict_obs_space(dataset, observation_space, env_name)
+    else:
+        _check_flat_obs_space(dataset, observation_space, env_name)
     if isinstance(action_space, gym.spaces.Box):
         want_act = tuple(int(d) for d in action_space.shape)
         if dataset.action_dim != int(np.prod(want_act)):
@@ -578,3 +639,167 @@ def normalized_score(ret: float, reference_returns: Mapping[str, float]) -> floa
     if lo is None or hi is None or hi == lo:
         return None
     return 100.0 * (float(ret) - float(lo)) / (float(hi) - float(lo))
+
+
+OBS_FIELDS = ("observations", "next_observations")
+
+
+def _group_obs_fields(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """Flat ``observations/<key>`` entries (NPZ) gathered into dicts per field."""
+    out: dict[str, Any] = {}
+    for name, value in data.items():
+        field_name, sep, key = name.partition("/")
+        if sep and field_name in OBS_FIELDS:
+            group = out.setdefault(field_name, {})
+            if not isinstance(group, dict):
+                raise DatasetError(
+                    f"{source}: has both a {field_name!r} array and {name!r}; a field is one "
+                    "array or a group of per-key arrays, not both."
+                )
+            group[key] = value
+        elif name in out and isinstance(out[name], dict):
+            raise DatasetError(
+                f"{source}: has both a {name!r} array and {name}/<key> entries; a field is "
+                "one array or a group of per-key arrays, not both."
+            )
+        else:
+            out[name] = value
+    for name in OBS_FIELDS:
+        if isinstance(out.get(name), Mapping) and not out[name]:
+            raise DatasetError(f"{source}: field {name!r} is an empty group of observations.")
+    return out
+
+
+def _as_array(name: str, value: Any, source: str) -> np.ndarray:
+    if isinstance(value, Mapping):
+        raise DatasetError(
+            f"{source}: field {name!r} is a dict; only observations and next_observations "
+            "may be dicts (one level, arrays inside)."
+        )
+    try:
+        return np.asarray(value)
+    except Exception as exc:
+        raise DatasetError(f"{source}: field {name!r} is not an array ({exc}).") from exc
+
+
+def _first_array(obs: Any) -> np.ndarray:
+    return next(iter(obs.values())) if isinstance(obs, Mapping) else obs
+
+
+def _named_arrays(arrays: Mapping[str, Any]) -> Iterator[tuple[str, np.ndarray]]:
+    for name, value in arrays.items():
+        if isinstance(value, Mapping):
+            for key, arr in value.items():
+                yield f"{name}/{key}", arr
+        else:
+            yield name, value
+
+
+def _check_obs_pair(obs: Any, nxt: Any, source: str) -> None:
+    """observations and next_observations: both arrays or both dicts, same keys and shapes."""
+    if isinstance(obs, Mapping) != isinstance(nxt, Mapping):
+        kinds = {True: "a dict of arrays", False: "one array"}
+        raise DatasetError(
+            f"{source}: 'observations' is {kinds[isinstance(obs, Mapping)]} but "
+            f"'next_observations' is {kinds[isinstance(nxt, Mapping)]}; they must match."
+        )
+    if isinstance(obs, Mapping):
+        if set(obs) != set(nxt):
+            raise DatasetError(
+                f"{source}: 'observations' has keys {sorted(obs)} but 'next_observations' "
+                f"has {sorted(nxt)}; they must match."
+            )
+        pairs = [(f"/{k}", obs[k], nxt[k]) for k in obs]
+    else:
+        pairs = [("", obs, nxt)]
+    for suffix, o, x in pairs:
+        if o.ndim < 2:
+            raise DatasetError(
+                f"{source}: field 'observations{suffix}' has shape {o.shape}; expected "
+                "(N, obs_dim) or (N, H, W, C)."
+            )
+        if x.shape != o.shape:
+            raise DatasetError(
+                f"{source}: field 'next_observations{suffix}' has shape {x.shape} but "
+                f"'observations{suffix}' has {o.shape}; they must match."
+            )
+
+
+def _numeric(
+    name: str, arr: np.ndarray, n: int, source: str, keep_uint8: bool = False
+) -> np.ndarray:
+    """Real numbers, finite; float32 except uint8 images of dict observations."""
+    if not np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.complexfloating):
+        raise DatasetError(
+            f"{source}: field {name!r} has dtype {arr.dtype}; expected real numbers."
+        )
+    if keep_uint8 and arr.dtype == np.uint8:
+        return arr
+    arr = arr.astype(np.float32, copy=False)
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        idx = int(np.argwhere(bad.reshape(n, -1).any(axis=1))[0, 0])
+        raise DatasetError(
+            f"{source}: field {name!r} has {int(bad.sum())} non-finite values "
+            f"(NaN/inf), first at transition {idx}; clean or drop those transitions."
+        )
+    return arr
+
+
+def rows_differ(a: Obs, b: Obs) -> np.ndarray:
+    """Per row: does observation batch `a` differ from `b` (any key, any element)?"""
+    if isinstance(a, Mapping):
+        out = np.zeros(len(next(iter(a.values()))), dtype=bool)
+        for k in a:
+            out |= rows_differ(a[k], b[k])
+        return out
+    n = len(a)
+    return np.any(np.asarray(a).reshape(n, -1) != np.asarray(b).reshape(n, -1), axis=1)
+
+
+def _tensors(obs: Obs, device: str | torch.device) -> Any:
+    if isinstance(obs, Mapping):
+        return {k: torch.as_tensor(v, device=device) for k, v in obs.items()}
+    return torch.as_tensor(obs, device=device)
+
+
+def _flat_fields(arrays: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Dict observations as ``observations/<key>`` entries (NPZ names, HDF5 groups)."""
+    return dict(_named_arrays(arrays))
+
+
+def _jsonable_shape(shape: Any) -> Any:
+    if isinstance(shape, dict):
+        return {k: list(v) for k, v in shape.items()}
+    return list(shape)
+
+
+def _box_for(values: np.ndarray) -> gym.spaces.Box:
+    shape = values.shape[1:]
+    if values.dtype == np.uint8:
+        return gym.spaces.Box(0, 255, shape=shape, dtype=np.uint8)
+    return gym.spaces.Box(-np.inf, np.inf, shape=shape, dtype=np.float32)
+
+
+def _space_from_metadata(spec: Any) -> gym.Space | None:
+    """A space recorded in metadata: `space_to_dict` form, or older bare low/high lists."""
+    if not isinstance(spec, Mapping):
+        return None
+    if "type" in spec:
+        return _as_float32(space_from_dict(dict(spec)))
+    if "low" in spec:
+        return gym.spaces.Box(
+            np.asarray(spec["low"], np.float32), np.asarray(spec["high"], np.float32)
+        )
+    return None
+
+
+def _as_float32(space: gym.Space) -> gym.Space:
+    """Float Box entries as float32 (the dtype the data is stored in); uint8 images kept."""
+    if isinstance(space, gym.spaces.Dict):
+        return gym.spaces.Dict({k: _as_float32(v) for k, v in space.spaces.items()})
+    if isinstance(space, gym.spaces.Box) and np.issubdtype(space.dtype, np.floating):
+        return gym.spaces.Box(
+            space.low.astype(np.float32), space.high.astype(np.float32), dtype=np.float32
+        )
+    return space

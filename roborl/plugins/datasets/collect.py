@@ -33,6 +33,7 @@ from roborl.core.datasets import OfflineDataset
 from roborl.core.envs import make_env
 from roborl.core.errors import ConfigError
 from roborl.core.interfaces import Algorithm, Batch
+from roborl.core.obs import copy_obs, index_obs, to_torch
 from roborl.core.plugins import get_host
 from roborl.core.spaces import space_to_dict
 
@@ -51,13 +52,19 @@ def env_config(env: str) -> dict[str, Any]:
 
 
 class _Recorder:
-    """Preallocated transition arrays (grown by doubling)."""
+    """Preallocated transition arrays (grown by doubling).
 
-    def __init__(self, obs_dim: tuple[int, ...], act_dim: int, cap: int = 4096) -> None:
+    `obs_dim` is a shape, or a Dict space: observations are then dicts of arrays in the
+    entry's dtype (uint8 images stay uint8)."""
+
+    def __init__(
+        self, obs_dim: tuple[int, ...] | gym.spaces.Dict, act_dim: int, cap: int = 4096
+    ) -> None:
         self.n = 0
-        self.d: dict[str, np.ndarray] = {
-            "observations": np.zeros((cap, *obs_dim), np.float32),
-            "next_observations": np.zeros((cap, *obs_dim), np.float32),
+        self.dict_obs = isinstance(obs_dim, gym.spaces.Dict)
+        self.d: dict[str, Any] = {
+            "observations": _obs_storage(obs_dim, cap),
+            "next_observations": _obs_storage(obs_dim, cap),
             "actions": np.zeros((cap, act_dim), np.float32),
             "rewards": np.zeros(cap, np.float32),
             "terminals": np.zeros(cap, bool),
@@ -69,11 +76,13 @@ class _Recorder:
     def add(self, o, a, r, o2, term, trunc, cost) -> None:  # type: ignore[no-untyped-def]
         if self.n == len(self.d["rewards"]):
             for k, v in self.d.items():
-                self.d[k] = np.concatenate([v, np.zeros_like(v)])
+                self.d[k] = _grow(v)
         i = self.n
         d = self.d
-        d["observations"][i], d["actions"][i], d["rewards"][i] = o, a, r
-        d["next_observations"][i], d["terminals"][i], d["timeouts"][i] = o2, term, trunc
+        _put(d["observations"], i, o)
+        _put(d["next_observations"], i, o2)
+        d["actions"][i], d["rewards"][i] = a, r
+        d["terminals"][i], d["timeouts"][i] = term, trunc
         if cost is not None:
             d["costs"][i] = cost
             self.has_cost = True
@@ -81,7 +90,11 @@ class _Recorder:
 
     def arrays(self, upto: int | None = None) -> dict[str, np.ndarray]:
         n = self.n if upto is None else upto
-        out = {k: v[:n].copy() for k, v in self.d.items() if k != "costs" or self.has_cost}
+        out = {
+            k: copy_obs(index_obs(v, slice(0, n)))
+            for k, v in self.d.items()
+            if k != "costs" or self.has_cost
+        }
         # The last recorded transition ends an episode for bookkeeping (time limit).
         if n and not (out["terminals"][-1] or out["timeouts"][-1]):
             out["timeouts"][-1] = True
@@ -92,13 +105,40 @@ class _Recorder:
         d = self.d
         t = torch.as_tensor
         return Batch(
-            obs=t(d["observations"][i]),
+            obs=to_torch(index_obs(d["observations"], i), "cpu"),
             actions=t(d["actions"][i]),
             rewards=t(d["rewards"][i]),
-            next_obs=t(d["next_observations"][i]),
+            next_obs=to_torch(index_obs(d["next_observations"], i), "cpu"),
             terminated=t(d["terminals"][i].astype(np.float32)),
             costs=t(d["costs"][i]) if self.has_cost else None,
         )
+
+
+def _obs_storage(obs_dim: tuple[int, ...] | gym.spaces.Dict, cap: int) -> Any:
+    if isinstance(obs_dim, gym.spaces.Dict):
+        return {
+            k: np.zeros((cap, *sub.shape), np.uint8 if sub.dtype == np.uint8 else np.float32)
+            for k, sub in obs_dim.spaces.items()
+        }
+    return np.zeros((cap, *obs_dim), np.float32)
+
+
+def _rec_obs(space: gym.Space) -> tuple[int, ...] | gym.spaces.Dict:
+    return space if isinstance(space, gym.spaces.Dict) else space.shape
+
+
+def _grow(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {k: _grow(x) for k, x in v.items()}
+    return np.concatenate([v, np.zeros_like(v)])
+
+
+def _put(dst: Any, i: int, value: Any) -> None:
+    if isinstance(dst, dict):
+        for k, arr in dst.items():
+            arr[i] = value[k]
+    else:
+        dst[i] = value
 
 
 def rollout(
@@ -187,7 +227,7 @@ def collect(
         "action_space": space_to_dict(act_space),
         "collected_by": "roborl dataset collect",
     }
-    rec = _Recorder(obs_space.shape, int(np.prod(act_space.shape)))
+    rec = _Recorder(_rec_obs(obs_space), int(np.prod(act_space.shape)))
 
     def evaluate(algo: Algorithm) -> float:
         return float(
@@ -244,7 +284,7 @@ def collect(
     meta["train_steps"] = train_steps
 
     def roll(algo_: Algorithm, n: int, s: int) -> dict[str, np.ndarray]:
-        r = _Recorder(obs_space.shape, int(np.prod(act_space.shape)))
+        r = _Recorder(_rec_obs(obs_space), int(np.prod(act_space.shape)))
         rollout(e, lambda o: algo_.act(o[None], False)[0], steps=n, seed=s, rec=r)
         return r.arrays()
 

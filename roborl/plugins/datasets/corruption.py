@@ -51,7 +51,7 @@ import torch
 from torch import nn
 
 from roborl.core.datasets import OfflineDataset
-from roborl.core.errors import ConfigError
+from roborl.core.errors import ConfigError, DatasetError
 
 FIELDS = {"obs": "observations", "action": "actions", "reward": "rewards", "dynamics": None}
 KINDS = ("random", "adversarial")
@@ -171,6 +171,11 @@ def corrupt(
         raise ConfigError(f"corruption scale={scale} must be >= 0.")
     if attack_iters < 0 or attack_steps < 0:
         raise ConfigError("attack_steps and attack_iters must be >= 0.")
+    if ds.dict_obs:
+        raise DatasetError(
+            f"corruption (RIQL's protocol) perturbs flat vectors; this dataset has dict "
+            f"observations ({', '.join(ds.observations)}), which it does not define."
+        )
     rng = np.random.default_rng(seed)
     n = len(ds)
     count = round(rate * n)

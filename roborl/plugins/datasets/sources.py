@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from roborl.core.datasets import OfflineDataset, load_hdf5, load_npz
+from roborl.core.datasets import OfflineDataset, load_hdf5, load_npz, rows_differ
 from roborl.core.errors import DatasetError
+from roborl.core.obs import concat_obs, index_obs
 
 ROBORL_META = "roborl_metadata.json"
 
@@ -70,11 +71,9 @@ def load_minari_source(path: str) -> OfflineDataset:
     ds = MinariDataset(str(root / "data"))
     obs, nxt, act, rew, term, trunc, costs = [], [], [], [], [], [], []
     for ep in ds.iterate_episodes():
-        o = np.asarray(ep.observations)
-        if o.dtype == object or isinstance(ep.observations, dict):
-            raise DatasetError(f"{path!r}: dict observations are not supported; flatten them.")
-        obs.append(o[:-1])
-        nxt.append(o[1:])
+        o = _episode_observations(ep.observations, path, ep.id)
+        obs.append(index_obs(o, slice(0, -1)))
+        nxt.append(index_obs(o, slice(1, None)))
         act.append(np.asarray(ep.actions))
         rew.append(np.asarray(ep.rewards))
         term.append(np.asarray(ep.terminations))
@@ -83,8 +82,8 @@ def load_minari_source(path: str) -> OfflineDataset:
         if "cost" in infos:
             costs.append(np.asarray(infos["cost"])[-len(ep.rewards) :])
     data: dict[str, Any] = {
-        "observations": np.concatenate(obs),
-        "next_observations": np.concatenate(nxt),
+        "observations": concat_obs(obs),
+        "next_observations": concat_obs(nxt),
         "actions": np.concatenate(act),
         "rewards": np.concatenate(rew),
         "terminals": np.concatenate(term),
@@ -110,6 +109,31 @@ def load_minari_source(path: str) -> OfflineDataset:
 load_minari_source.accepts = _accepts_minari  # type: ignore[attr-defined]
 
 
+def _episode_observations(raw: Any, path: str, episode: int) -> Any:
+    """One episode's T+1 observations: an array, or a dict of arrays (Minari's Dict spaces).
+
+    Nested dicts and tuple spaces have no place in roborl's transition layout: refused with
+    the key that is wrong."""
+    if isinstance(raw, dict):
+        out = {}
+        for key, value in raw.items():
+            if isinstance(value, (dict, tuple, list)):
+                raise DatasetError(
+                    f"{path!r}: episode {episode} observation entry {key!r} is a nested "
+                    f"{type(value).__name__}; roborl reads Dict observations of Box entries "
+                    "(images, state vectors) one level deep."
+                )
+            out[key] = np.asarray(value)
+        return out
+    o = np.asarray(raw)
+    if o.dtype == object:
+        raise DatasetError(
+            f"{path!r}: episode {episode} observations are {type(raw).__name__} of mixed "
+            "objects; roborl reads Box observations or Dict observations of Box entries."
+        )
+    return o
+
+
 def _refuse_broken_continuity(dataset: OfflineDataset, dataset_id: str) -> None:
     """Minari stores one observation sequence per episode, so s'_t must equal s_{t+1} inside
     an episode; corrupted observations or dynamics (RIQL's protocol) break that and would be
@@ -118,8 +142,8 @@ def _refuse_broken_continuity(dataset: OfflineDataset, dataset_id: str) -> None:
     n = len(dataset)
     if n < 2:
         return
-    nxt = dataset.next_observations[:-1].reshape(n - 1, -1)
-    gap = np.any(nxt != dataset.observations[1:].reshape(n - 1, -1), axis=1) & ~done[:-1]
+    nxt = index_obs(dataset.next_observations, slice(0, -1))
+    gap = rows_differ(nxt, index_obs(dataset.observations, slice(1, None))) & ~done[:-1]
     if gap.any():
         raise DatasetError(
             f"cannot write Minari dataset {dataset_id!r}: at {int(gap.sum())} transitions the "
@@ -137,8 +161,9 @@ def save_minari(dataset: OfflineDataset, dataset_id: str, env: Any = None) -> Pa
     _refuse_broken_continuity(dataset, dataset_id)
     buffers = []
     for sl in dataset.episodes():
-        o = dataset.observations[sl]
-        obs = np.concatenate([o, dataset.next_observations[sl][-1:]], 0)
+        o = index_obs(dataset.observations, sl)
+        last = index_obs(dataset.next_observations, slice(sl.stop - 1, sl.stop))
+        obs = concat_obs([o, last])
         ep: dict[str, Any] = {
             "observations": obs,
             "actions": dataset.actions[sl],
