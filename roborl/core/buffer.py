@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from roborl.core.interfaces import Batch
-from roborl.core.obs import check_obs_space
+from roborl.core.obs import check_obs_space, index_obs
 
 ExtraSpec = Mapping[str, "tuple[tuple[int, ...], Any]"]
 """Extra per-transition fields: name -> (shape, dtype), dtype a numpy or torch dtype."""
@@ -145,7 +145,50 @@ class ReplayBuffer:
         n = len(rewards)
         if n > self.capacity:
             raise ValueError(f"adding {n} transitions to a buffer of capacity {self.capacity}")
-        self.stride = n
+        self._write(obs, actions, rewards, next_obs, terminated, costs, extras, False)
+
+    def extend(
+        self,
+        obs: Any,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        next_obs: Any,
+        terminated: np.ndarray,
+        costs: np.ndarray | None = None,
+        extras: Mapping[str, np.ndarray] | None = None,
+    ) -> None:
+        """Add consecutive transitions of ONE stream (a dataset's rows, demo episodes).
+
+        Unlike `add` (one row per env), row j+1 follows row j, so a Dict buffer shares the
+        frame between row j's next obs and row j+1's obs wherever they are equal (inside an
+        episode), and n-step sampling walks rows one by one. More rows than the capacity keep
+        the newest.
+        """
+        n = len(rewards)
+        if n > self.capacity:  # as if all rows were written: the same slots as n adds
+            self.pos = (self.pos + n - self.capacity) % self.capacity
+            if self.dict_obs:
+                self._last = None  # its successor row is among the dropped ones
+            keep = slice(n - self.capacity, n)
+            obs, next_obs = index_obs(obs, keep), index_obs(next_obs, keep)
+            actions, rewards, terminated = actions[keep], rewards[keep], terminated[keep]
+            costs = None if costs is None else costs[keep]
+            extras = None if extras is None else {k: v[keep] for k, v in extras.items()}
+        self._write(obs, actions, rewards, next_obs, terminated, costs, extras, True)
+
+    def _write(
+        self,
+        obs: Any,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        next_obs: Any,
+        terminated: np.ndarray,
+        costs: np.ndarray | None,
+        extras: Mapping[str, np.ndarray] | None,
+        consecutive: bool,
+    ) -> None:
+        n = len(rewards)
+        self.stride = 1 if consecutive else n
         idx_cpu = (torch.arange(n) + self.pos) % self.capacity
         idx = idx_cpu.to(self.device)
 
@@ -165,7 +208,7 @@ class ReplayBuffer:
             )
 
         if self.dict_obs:
-            self._add_dict_obs(obs, next_obs, idx_cpu, put)
+            self._add_dict_obs(obs, next_obs, idx_cpu, put, consecutive)
         else:
             put(self.obs, obs)
             put(self.next_obs, next_obs)
@@ -185,8 +228,11 @@ class ReplayBuffer:
 
     # -- Dict observations: shared obs/next_obs storage -------------------------------------
 
-    def _add_dict_obs(self, obs: Any, next_obs: Any, idx: torch.Tensor, put: Any) -> None:
+    def _add_dict_obs(
+        self, obs: Any, next_obs: Any, idx: torch.Tensor, put: Any, consecutive: bool
+    ) -> None:
         n = len(idx)
+        group = 1 if consecutive else n  # rows per env step: the previous add's rows link here
         missing = [k for k in self.obs if k not in obs or k not in next_obs]
         if missing:
             raise ValueError(f"observation dict lacks the key(s) {missing} of the buffer's space")
@@ -196,33 +242,41 @@ class ReplayBuffer:
         new_obs = {k: np.asarray(obs[k]).reshape(n, *self.obs_shape[k]) for k in self.obs}
         for k, dst in self.obs.items():
             put(dst, new_obs[k])
-        # Link the previous add's transitions to these obs where they are the same frames.
+        new_next = {k: np.asarray(next_obs[k]).reshape(n, *self.obs_shape[k]) for k in self.obs}
+        # Link the previous add's transitions to these obs where they are the same frames
+        # (never when this write overwrites them: capacity < rows of both writes).
         last = self._last
         if (
             last is not None
-            and len(last) == n
-            and self.capacity >= 2 * n
+            and len(last) == group
+            and self.capacity >= n + group
             and self._pending is not None
         ):
-            same = np.ones(n, dtype=bool)
+            same = np.ones(group, dtype=bool)
             for k, pend in self._pending.items():
-                same &= (pend == new_obs[k]).reshape(n, -1).all(axis=1)
+                same &= (pend == new_obs[k][:group]).reshape(group, -1).all(axis=1)
             link = torch.from_numpy(same)
             if link.any():
                 refs = self._next[last[link]]
                 self._release(refs - self.capacity)
-                self._next[last[link]] = idx[link]
-        # This add's next obs wait in the side store until their successor arrives (if ever).
-        entries = self._alloc(n)
-        ent_d = entries.to(self.device)
-        pending = {}
+                self._next[last[link]] = idx[:group][link]
+        # Consecutive rows: row j's next obs is row j+1's obs wherever the frames are equal.
+        inner = np.zeros(n, dtype=bool)
+        if consecutive and n > 1:
+            inner[:-1] = True
+            for k in self.obs:
+                inner[:-1] &= (new_next[k][:-1] == new_obs[k][1:]).reshape(n - 1, -1).all(axis=1)
+        inner_t = torch.from_numpy(inner)
+        self._next[idx[inner_t]] = idx[1:][inner_t[:-1]] if n > 1 else idx[:0]
+        # The other next obs wait in the side store until their successor arrives (if ever).
+        rows = torch.from_numpy(~inner)
+        entries = self._alloc(int(rows.sum()))
+        ent_d, rows_d = entries.to(self.device), rows.to(self.device)
         for k, side in self._side.items():
-            arr = np.array(np.asarray(next_obs[k]).reshape(n, *self.obs_shape[k]), copy=True)
-            side[ent_d] = torch.as_tensor(arr).to(device=self.device, dtype=side.dtype)
-            pending[k] = arr
-        self._next[idx] = entries + self.capacity
-        self._last = idx.clone()
-        self._pending = pending
+            side[ent_d] = torch.as_tensor(new_next[k]).to(self.device, side.dtype)[rows_d]
+        self._next[idx[rows]] = entries + self.capacity
+        self._last = idx[n - group :].clone()
+        self._pending = {k: np.array(v[n - group :], copy=True) for k, v in new_next.items()}
 
     def _alloc(self, n: int) -> torch.Tensor:
         if len(self._free) < n:

@@ -266,3 +266,37 @@ def test_box_buffer_unchanged():
     buf.add(np.ones((2, 3)), np.zeros((2, 1)), np.zeros(2), 2 * np.ones((2, 3)), np.zeros(2))
     assert set(buf.state_dict()) >= {"obs", "next_obs", "actions", "rewards", "terminated"}
     assert torch.equal(buf.sample(3).next_obs, 2 * torch.ones(3, 3))
+
+
+@pytest.mark.parametrize("capacity", [200, 33])
+def test_extend_with_dataset_rows_shares_frames_inside_episodes(capacity):
+    """Demo rows added in one call: next obs right everywhere, shared inside episodes."""
+    chunks = _collect(1, 60, seed=5)
+    obs = {k: np.concatenate([c[0][k] for c in chunks]) for k in ("image", "state")}
+    nxt = {k: np.concatenate([c[3][k] for c in chunks]) for k in ("image", "state")}
+    act = np.concatenate([c[1] for c in chunks])
+    rew = np.concatenate([c[2] for c in chunks])
+    term = np.concatenate([c[4] for c in chunks])
+    buf = ReplayBuffer(capacity, _space(), (1,))
+    buf.add(*(x[:1] if not isinstance(x, dict) else {k: v[:1] for k, v in x.items()}
+              for x in (obs, act, rew, nxt, term)))  # fmt: skip
+    buf.extend(obs, act, rew, nxt, term)  # 1 + 60 rows, the first row repeated
+    rows = [({k: v[0] for k, v in obs.items()}, {k: v[0] for k, v in nxt.items()})]
+    rows += [
+        ({k: v[i] for k, v in obs.items()}, {k: v[i] for k, v in nxt.items()}) for i in range(60)
+    ]
+    ref = {}
+    for t, pair in enumerate(rows):
+        ref[t % capacity] = pair
+    if capacity < len(rows):
+        ref = {t % capacity: rows[t] for t in range(len(rows) - capacity, len(rows))}
+    _assert_slots(buf, ref)
+    live = range(max(0, len(rows) - capacity), len(rows) - 1)
+    want = {
+        t % capacity for t in live if np.array_equal(rows[t][1]["image"], rows[t + 1][0]["image"])
+    }
+    shared = {s for s in range(buf.size) if int(buf._next[s]) < capacity}
+    assert shared == want and len(want) > len(live) // 2
+    # n-step walks rows one by one (stride 1) and stops at episode ends
+    batch = buf.sample_nstep(128, 3, 0.5, torch.Generator().manual_seed(0))
+    assert set(batch.discount.tolist()) <= {0.5, 0.25, 0.125} and (batch.discount == 0.125).any()
