@@ -87,8 +87,8 @@ def require_box_obs(space: gym.Space, algo_name: str) -> None:
 
 
 def check_algorithm_obs(algo_cls: type[Algorithm], space: gym.Space) -> None:
-    """Refuse `space` for an algorithm class that does not declare `accepts_dict_obs`."""
-    check_obs_space(space)
+    """Refuse a Dict `space` for an algorithm class that does not declare `accepts_dict_obs`
+    (an algorithm that does declare it checks the entries it needs itself)."""
     if not algo_cls.accepts_dict_obs:
         require_box_obs(space, algo_cls.name)
 

@@ -73,6 +73,7 @@ class RandomAgent(Algorithm):
     name = "random"
     Config = RandomConfig
     loop = "own"
+    accepts_dict_obs = True  # never looks at observations
     checkpoint_free = True  # acts the same untrained: `roborl eval algo=random` needs no run
 
     def __init__(

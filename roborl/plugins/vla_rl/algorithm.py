@@ -113,6 +113,7 @@ class VLARL(Algorithm):
     name = "vla_rl"
     Config = VLARLConfig
     loop = "custom"
+    accepts_dict_obs = True  # {"image", "task"} from RoborlTabletop
 
     def __init__(
         self,
