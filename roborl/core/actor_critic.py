@@ -73,6 +73,13 @@ class SACConfig(SoftActorCriticConfig):
     cudagraphs: bool = field(
         default=False, metadata={"help": "CUDA graphs (CUDA only; ignored with a warning)"}
     )
+    fast_update: bool = field(
+        default=True,
+        metadata={
+            "help": "algo=sac: hand-derived gradients for ReLU networks (same maths, fewer "
+            "GEMMs); false = the autograd update"
+        },
+    )
 
 
 def require_box(action_space: gym.Space, algo: str) -> gym.spaces.Box:

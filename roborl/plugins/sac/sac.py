@@ -64,6 +64,7 @@ from roborl.core.compile import CompiledCall, fused_adam_kwargs
 from roborl.core.interfaces import Batch
 from roborl.core.nn import polyak_update
 from roborl.core.policies import SquashedGaussianPolicy
+from roborl.plugins.sac.fast_update import fast_losses_and_grads, fast_path_reason
 
 __all__ = ["SAC", "SACConfig", "SquashedGaussianPolicy"]
 
@@ -106,6 +107,8 @@ class SAC(SoftActorCritic):
             device=self.device,
             name="sac",
         )
+        # Hand-derived gradients where they apply (ReLU, eager): same losses, fewer GEMMs.
+        self.fast_path = fast_path_reason(self) is None
 
     # -- learning ----------------------------------------------------------------------------
 
@@ -154,11 +157,12 @@ class SAC(SoftActorCritic):
         actions = self.scaler.to_unit(batch.actions)
         discount = self._gamma if batch.discount is None else batch.discount
         noise = torch.randn(2 * obs.shape[0], self.act_dim, device=self.device)
-        self.optimizer.zero_grad(set_to_none=True)
-        _, metrics = self._loss_call(
-            obs, actions, batch.rewards, next_obs, batch.terminated, discount, noise,
-            after=self._backward, reset=self._zero_grad,
-        )  # fmt: skip
+        args = (obs, actions, batch.rewards, next_obs, batch.terminated, discount, noise)
+        if self.fast_path:
+            metrics = fast_losses_and_grads(self, *args)  # sets every .grad
+        else:
+            self.optimizer.zero_grad(set_to_none=True)
+            _, metrics = self._loss_call(*args, after=self._backward, reset=self._zero_grad)
         self.optimizer.step()
         self.updates += 1
         if self.updates % cfg.target_update_every == 0:

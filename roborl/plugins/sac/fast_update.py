@@ -1,0 +1,194 @@
+"""SAC's three gradients derived by hand for ReLU MLPs: the same maths, fewer and larger GEMMs.
+
+Why: at batch 256 with 256x256 networks on a CPU, autograd's SAC update spends about half its
+time outside the GEMMs that bound it (issue 23: 47% of the sgemm bound). Writing the backward
+pass out lets the update
+
+- run the actor once on [obs; next_obs] (2B rows: one GEMM per layer instead of two) and
+  back-propagate only the first B rows (the next-state half is a target, never differentiated);
+- run the current critics once on [(obs, a); (obs, pi(obs))] (2B rows) and take weight
+  gradients from the first B rows only (the actor loss sees the critics with detached weights)
+  and input gradients from the last B rows only (the actor's action), where autograd needed two
+  forward passes and two backward passes;
+- skip the gradients nobody uses (the critic's input gradient for replayed actions, the
+  actor's input gradient) and the autograd graph's bookkeeping.
+
+The losses and gradients are exactly those of `SAC._losses` (Haarnoja et al. 2018, eqs. 3, 5,
+7 and 18 with the twin-Q min): tests/plugins/test_sac_update_maths.py pins them against a
+plain autograd reference to float tolerance. Used only where it applies (`fast_path_reason`):
+ReLU networks without LayerNorm, one-output critics, not compiled.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+
+from roborl.core.nn import EnsembleMLP, TanhGaussianActor
+
+if TYPE_CHECKING:
+    from roborl.plugins.sac.sac import SAC
+
+_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+_LOG2 = math.log(2.0)
+
+
+def fast_path_reason(algo: SAC) -> str | None:
+    """Why the hand-derived update does not apply to `algo` (None when it does)."""
+    cfg = algo.config
+    if not cfg.fast_update:
+        return "fast_update=false"
+    if cfg.compile or cfg.cudagraphs:
+        return "compile/cudagraphs compile the autograd loss"
+    if cfg.activation != "relu":
+        return f"activation={cfg.activation} (the hand-derived backward is ReLU's)"
+    actor, critic = algo.actor, algo.critic
+    if not isinstance(actor, TanhGaussianActor) or not isinstance(critic, EnsembleMLP):
+        return "custom networks"
+    if any(not isinstance(m, (nn.Linear, nn.ReLU)) for m in actor.net):
+        return "actor with layers other than Linear and ReLU"
+    if any(not isinstance(m, nn.Identity) for m in critic.norms) or critic.out_dim != 1:
+        return "critic with LayerNorm or more than one output"
+    return None
+
+
+def _threshold_backward(grad: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """ReLU's backward from its output, the op autograd itself uses."""
+    return torch.ops.aten.threshold_backward(grad, out, 0.0)
+
+
+def _critic_forward(
+    critic: EnsembleMLP, z: torch.Tensor
+) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """Hidden outputs (post-ReLU, (E, N, H) each) and values (E, N) of critics on shared z."""
+    x = z.unsqueeze(0).expand(critic.ensemble, *z.shape)
+    hs = []
+    for lin in critic.linears:
+        x = torch.baddbmm(lin.bias, x, lin.weight).relu_()
+        hs.append(x)
+    return hs, critic.head(x).squeeze(-1)  # one-output head: EnsembleLinear's fast layout
+
+
+def _actor_forward(
+    linears: Sequence[nn.Linear], x: torch.Tensor
+) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """Inputs of every actor layer ([x, h1, ..., hL]) and the head's output."""
+    hs = [x]
+    for lin in linears[:-1]:
+        x = torch.addmm(lin.bias, x, lin.weight.t()).relu_()
+        hs.append(x)
+    head = linears[-1]
+    return hs, torch.addmm(head.bias, x, head.weight.t())
+
+
+@torch.no_grad()
+def fast_losses_and_grads(
+    algo: SAC,
+    obs: torch.Tensor,
+    actions: torch.Tensor,
+    rewards: torch.Tensor,
+    next_obs: torch.Tensor,
+    terminated: torch.Tensor,
+    discount: torch.Tensor,
+    noise: torch.Tensor,
+) -> dict[str, torch.Tensor]:
+    """Set `.grad` of the actor, critic and log_alpha to the gradients of SAC's summed loss
+    (as `SAC._losses` + backward would) and return the same metrics."""
+    b = obs.shape[0]
+    actor, critic, target_critic = algo.actor, algo.critic, algo.critic_target
+    lo, hi = actor.log_std_min, actor.log_std_max
+    a_lin = [m for m in actor.net if isinstance(m, nn.Linear)] + [actor.head]
+    alpha = algo.log_alpha.exp()
+
+    # Actor on [obs; next_obs]: one GEMM per layer; noise is laid out the same way.
+    hs, out = _actor_forward(a_lin, torch.cat([obs, next_obs]))
+    mean, raw_log_std = out.chunk(2, dim=-1)
+    log_std = raw_log_std.clamp(lo, hi)
+    std = log_std.exp()
+    pre_tanh = mean + std * noise
+    act = torch.tanh(pre_tanh)
+    logp_all = (-0.5 * noise.pow(2) - log_std - _HALF_LOG_2PI).sum(-1) - (
+        2 * (_LOG2 - pre_tanh - nn.functional.softplus(-2 * pre_tanh))
+    ).sum(-1)
+    pi_a, next_a = act[:b], act[b:]
+    logp, next_logp = logp_all[:b], logp_all[b:]
+
+    # Target (eq. 3 with the clipped double-Q min).
+    _, q_next = _critic_forward(target_critic, torch.cat([next_obs, next_a], -1))
+    target = rewards + discount * (1.0 - terminated) * (q_next.min(0).values - alpha * next_logp)
+
+    # Current critics on [(obs, a); (obs, pi(obs))].
+    z = torch.cat([torch.cat([obs, actions], -1), torch.cat([obs, pi_a], -1)])
+    c_hs, q_all = _critic_forward(critic, z)
+    q, q_pi_all = q_all[:, :b], q_all[:, b:]
+    q_pi, argmin = q_pi_all.min(0)
+    td = q - target
+    critic_loss = 0.5 * td.pow(2).mean(-1).sum()
+    actor_loss = (alpha * logp - q_pi).mean()
+
+    # d loss / d q: the critic loss on the first B columns, the actor loss (through the min)
+    # on the last B.
+    dq = torch.zeros_like(q_all)
+    dq[:, :b] = td / b
+    dq[:, b:].scatter_(0, argmin.unsqueeze(0), -1.0 / b)
+    d_pi_a = _critic_backward(critic, z, c_hs, dq, b, algo.obs_dim)
+
+    # Actor: through tanh, the reparameterised sample, the clamp and the log-likelihood.
+    g_logp = alpha / b
+    # d tanh(u)/du = 1 - tanh^2; d log pi / d u = 2 tanh(u) (the squashing correction).
+    a = pi_a
+    d_pre = d_pi_a * (1 - a * a) + (2 * g_logp) * a
+    d_log_std = d_pre * std[:b] * noise[:b] - g_logp
+    raw = raw_log_std[:b]
+    d_raw = d_log_std * ((raw >= lo) & (raw <= hi))
+    g = torch.cat([d_pre, d_raw], -1)
+    for k in range(len(a_lin) - 1, -1, -1):
+        lin, x_in = a_lin[k], hs[k][:b]
+        lin.weight.grad = g.t().mm(x_in)
+        lin.bias.grad = g.sum(0)
+        if k > 0:
+            g = _threshold_backward(g.mm(lin.weight), x_in)
+
+    if algo.log_alpha.requires_grad:
+        # J(alpha) = -E[alpha (log pi + target_entropy)], d/d log(alpha) = alpha * d/d alpha.
+        algo.log_alpha.grad = -alpha * (logp + algo.target_entropy).mean()
+    return {
+        "critic_loss": critic_loss,
+        "actor_loss": actor_loss,
+        "alpha": alpha,
+        "entropy": -logp.mean(),
+        "q_mean": q.mean(),
+    }
+
+
+def _critic_backward(
+    critic: EnsembleMLP,
+    z: torch.Tensor,
+    hs: list[torch.Tensor],
+    dq: torch.Tensor,
+    b: int,
+    obs_dim: int,
+) -> torch.Tensor:
+    """Set the weight gradients from rows [:b] (the critic loss); return the action gradient
+    from rows [b:] (the actor loss through detached weights, summed over members)."""
+    e, h, _ = critic.head.weight.shape
+    head = critic.head
+    w_row = head.weight.view(e, 1, h)
+    head.weight.grad = torch.bmm(dq[:, :b].unsqueeze(1), hs[-1][:, :b]).view(e, h, 1)
+    head.bias.grad = dq[:, :b].sum(1).view(e, 1, 1)
+    g = _threshold_backward(dq.unsqueeze(-1) * w_row, hs[-1])
+    for k in range(len(critic.linears) - 1, 0, -1):
+        lin = critic.linears[k]
+        lin.weight.grad = torch.bmm(hs[k - 1][:, :b].mT, g[:, :b])
+        lin.bias.grad = g[:, :b].sum(1, keepdim=True)
+        g = _threshold_backward(torch.bmm(g, lin.weight.mT), hs[k - 1])
+    first = critic.linears[0]
+    z_t = z[:b].t()
+    first.weight.grad = torch.bmm(z_t.expand(e, *z_t.shape), g[:, :b])
+    first.bias.grad = g[:, :b].sum(1, keepdim=True)
+    d_act = torch.bmm(g[:, b:], first.weight[:, obs_dim:, :].mT).sum(0)
+    return d_act
