@@ -189,19 +189,22 @@ class ReplayBuffer:
     ) -> None:
         n = len(rewards)
         self.stride = 1 if consecutive else n
-        idx_cpu = (torch.arange(n) + self.pos) % self.capacity
-        idx = idx_cpu.to(self.device)
-
         # CPU storage written through a NumPy view of the slots (a slice when they do not
         # wrap): ~2 us per field instead of ~20 us for tensor creation + index_put, which
-        # made `add` most of the runner's per-step cost with one env (issue 23).
+        # made `add` most of the runner's per-step cost with one env (issue 23). The index
+        # tensor is built only for the paths that need it.
         pos, flat = self.pos, self.device.type == "cpu" and self.pos + n <= self.capacity
+        idx_cpu = idx = None
+        if not flat or self.dict_obs or self.extras:
+            idx_cpu = (torch.arange(n) + pos) % self.capacity
+            idx = idx_cpu.to(self.device)
 
         def put(dst: torch.Tensor, src: Any) -> None:
             if flat and dst.dtype in _NUMPY_DTYPES:
                 dst.numpy()[pos : pos + n] = np.asarray(src).reshape((n, *dst.shape[1:]))
                 return
-            dst[idx] = (
+            slots = idx if idx is not None else ((torch.arange(n) + pos) % self.capacity)
+            dst[slots] = (
                 torch.as_tensor(np.asarray(src), dtype=dst.dtype)
                 .to(self.device)
                 .reshape((n, *dst.shape[1:]))
