@@ -23,6 +23,7 @@ import numpy as np
 from roborl.core.errors import ConfigError
 from roborl.core.interfaces import Algorithm
 from roborl.core.loops.collectors import Chunk, Collector
+from roborl.core.obs import add_batch_axis, stack_obs
 
 if TYPE_CHECKING:
     from roborl.core.context import TrainContext
@@ -63,7 +64,7 @@ class RobotCollector(Collector):
                 if random:
                     action = rng.uniform(space.low, space.high).astype(np.float32)
                 else:
-                    action = np.asarray(algo.act(obs[None], deterministic=False))[0]
+                    action = np.asarray(algo.act(add_batch_axis(obs), deterministic=False))[0]
                 next_obs, reward, terminated, truncated, info = self.env.step(action)
                 for key, value in zip(
                     ("obs", "act", "rew", "next", "term"),
@@ -88,10 +89,10 @@ class RobotCollector(Collector):
         episodes = [(ret, n, {})] if ended else []
         self._episodes += len(episodes)
         return Chunk(
-            np.asarray(rows["obs"]),
+            stack_obs(rows["obs"]),  # arrays, or dicts of arrays with cameras
             np.asarray(rows["act"]),
             np.asarray(rows["rew"], np.float32),
-            np.asarray(rows["next"]),
+            stack_obs(rows["next"]),
             np.asarray(rows["term"], np.float32),
             None,
             episodes,

@@ -449,6 +449,8 @@ class _DeployNode:
             "states_received": driver.received,
             "states_rejected": driver.rejected,
             "last_state_error": driver.last_error,
+            "images_received": {n: f.received for n, f in driver.feeds.items()},
+            "images_rejected": {n: f.rejected for n, f in driver.feeds.items()},
             "interventions": dict(env.safety.interventions) if env is not None else {},
             "estop": bool(env is not None and env.safety.estopped),
             "commands_at_estop": env.commands_at_estop if env is not None else None,
