@@ -16,8 +16,9 @@ over the rounds, and the headline figures are same-round ratios.
 - Contenders (cumulative): `sb3` (Stable-Baselines3 SAC, same batch, sizes, UTD 1, its
   `train()`), `roborl_before` (the autograd update of the starting commit: `fast_update=false`
   and `EnsembleLinear.transposed_head = False`), `roborl_head` (+ the one-output critic head
-  read in the transposed layout), `roborl_fast` (+ the hand-derived gradients of
-  roborl/plugins/sac/fast_update.py, the default).
+  read in the transposed layout), `roborl_manual` (+ the hand-derived gradients of
+  roborl/plugins/sac/fast_update.py, fresh buffers every update), `roborl_workspace` (+ reused
+  buffers), `roborl_fast` (+ `fused_adam_step`: the default configuration).
 
     nice -n 10 python benchmarks/update_efficiency.py            # 1 and 2 threads
     nice -n 10 python benchmarks/update_efficiency.py --quick    # fewer rounds, 1 thread
@@ -44,12 +45,14 @@ RESULTS = ROOT / "benchmarks" / "results"
 ENV_ID = "HalfCheetah-v5"
 BATCH = 256
 HIDDEN = [256, 256]
-STAGES = ["roborl_before", "roborl_head", "roborl_fast"]
+STAGES = ["roborl_before", "roborl_head", "roborl_manual", "roborl_workspace", "roborl_fast"]
 STAGE_DOC = {
     "sb3": "Stable-Baselines3 SAC train(), same sizes",
     "roborl_before": "autograd update of the starting commit",
     "roborl_head": "+ one-output critic head in the transposed layout",
-    "roborl_fast": "+ hand-derived gradients, merged 2B-row passes (default)",
+    "roborl_manual": "+ hand-derived gradients, merged 2B-row passes",
+    "roborl_workspace": "+ intermediates and grads in reused buffers",
+    "roborl_fast": "+ fused Adam kernel called directly (the default)",
 }
 
 
@@ -86,6 +89,7 @@ def _contenders(threads: int) -> tuple[dict[str, Callable[[int], None]], dict[st
 
     from roborl.core.buffer import ReplayBuffer
     from roborl.core.nn import EnsembleLinear
+    from roborl.plugins.sac.fast_update import Workspace
     from roborl.plugins.sac.sac import SAC, SACConfig
 
     torch.set_num_threads(threads)
@@ -116,8 +120,11 @@ def _contenders(threads: int) -> tuple[dict[str, Callable[[int], None]], dict[st
         cfg = SACConfig(batch_size=BATCH, hidden_sizes=list(HIDDEN), fast_update=fast)
         return SAC(env.observation_space, env.action_space, cfg, "cpu")
 
-    algos = {"roborl_before": make(False), "roborl_head": make(False), "roborl_fast": make(True)}
-    head_layout = {"roborl_before": False, "roborl_head": True, "roborl_fast": True}
+    algos = {name: make(name not in ("roborl_before", "roborl_head")) for name in STAGES}
+    algos["roborl_manual"].fast_workspace = Workspace(reuse=False)
+    for name in ("roborl_manual", "roborl_workspace"):
+        algos[name].direct_adam_step = False
+    head_layout = {name: name != "roborl_before" for name in STAGES}
 
     def roborl_runner(name: str) -> Callable[[int], None]:
         algo = algos[name]

@@ -107,3 +107,46 @@ def fused_adam_kwargs(device: torch.device | str) -> dict[str, bool]:
         return {"fused": True}
     except (RuntimeError, ValueError, TypeError):
         return {"foreach": True}
+
+
+def fused_adam_step(optimizer: torch.optim.Optimizer) -> None:
+    """`optimizer.step()` for a fused Adam, without `Optimizer.step`'s Python bookkeeping.
+
+    Why: for SAC-sized networks on a CPU the fused kernel takes about a third of Adam's step
+    time; the rest is per-step Python (hooks, `_init_group`, per-parameter conversions). This
+    calls the same kernel (`torch._fused_adam_`) with the same arguments and state tensors as
+    `torch.optim.Adam(fused=True)` does, so the result is bitwise identical and the optimiser's
+    state_dict stays the checkpointed one. Anything unusual (not fused, AMSGrad, decoupled
+    weight decay, complex or uninitialised state, a missing gradient) takes `optimizer.step()`.
+    """
+    hooks = optimizer._optimizer_step_pre_hooks or optimizer._optimizer_step_post_hooks
+    if not isinstance(optimizer, torch.optim.Adam) or hooks:
+        optimizer.step()
+        return
+    calls = []
+    for group in optimizer.param_groups:
+        if not group["fused"] or group["amsgrad"] or group["decoupled_weight_decay"]:
+            optimizer.step()
+            return
+        params, grads, avgs, sqs, steps = [], [], [], [], []
+        for p in group["params"]:
+            state = optimizer.state.get(p)
+            if p.grad is None or not state or p.is_complex() or p.grad.is_sparse:
+                optimizer.step()
+                return
+            params.append(p)
+            grads.append(p.grad)
+            avgs.append(state["exp_avg"])
+            sqs.append(state["exp_avg_sq"])
+            steps.append(state["step"])
+        calls.append((group, params, grads, avgs, sqs, steps))
+    with torch.no_grad():
+        for group, params, grads, avgs, sqs, steps in calls:
+            beta1, beta2 = group["betas"]
+            torch._foreach_add_(steps, 1)
+            torch._fused_adam_(
+                params, grads, avgs, sqs, [], steps,
+                amsgrad=False, lr=group["lr"], beta1=float(beta1), beta2=float(beta2),
+                weight_decay=group["weight_decay"], eps=group["eps"],
+                maximize=group["maximize"], grad_scale=None, found_inf=None,
+            )  # fmt: skip

@@ -56,30 +56,55 @@ def fast_path_reason(algo: SAC) -> str | None:
     return None
 
 
-def _threshold_backward(grad: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-    """ReLU's backward from its output, the op autograd itself uses."""
-    return torch.ops.aten.threshold_backward(grad, out, 0.0)
+class Workspace:
+    """Buffers reused from one update to the next, so the update's megabyte-sized
+    intermediates do not go back to the C allocator (and the OS) every step: on a busy CPU the
+    page faults of fresh buffers cost as much as the element-wise work on them."""
+
+    def __init__(self, reuse: bool = True) -> None:
+        self.reuse = reuse  # False: fresh buffers every call (benchmarks/update_efficiency.py)
+        self._bufs: dict[str, torch.Tensor] = {}
+
+    def __call__(self, name: str, shape: Sequence[int], like: torch.Tensor) -> torch.Tensor:
+        buf = self._bufs.get(name) if self.reuse else None
+        if buf is None or buf.shape != tuple(shape) or buf.device != like.device:
+            buf = self._bufs[name] = torch.empty(shape, dtype=like.dtype, device=like.device)
+        return buf
+
+
+def _grad(p: torch.Tensor) -> torch.Tensor:
+    """`p.grad`, allocated once: every update overwrites it in full."""
+    if p.grad is None or p.grad.shape != p.shape:
+        p.grad = torch.empty_like(p)
+    return p.grad
+
+
+def _relu_backward_(grad: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """ReLU's backward from its output, in place: the op autograd itself uses."""
+    return torch.ops.aten.threshold_backward.grad_input(grad, out, 0.0, grad_input=grad)
 
 
 def _critic_forward(
-    critic: EnsembleMLP, z: torch.Tensor
+    critic: EnsembleMLP, z: torch.Tensor, ws: Workspace, tag: str
 ) -> tuple[list[torch.Tensor], torch.Tensor]:
     """Hidden outputs (post-ReLU, (E, N, H) each) and values (E, N) of critics on shared z."""
     x = z.unsqueeze(0).expand(critic.ensemble, *z.shape)
     hs = []
-    for lin in critic.linears:
-        x = torch.baddbmm(lin.bias, x, lin.weight).relu_()
+    for i, lin in enumerate(critic.linears):
+        out = ws(f"{tag}{i}", (critic.ensemble, z.shape[0], lin.weight.shape[-1]), z)
+        x = torch.baddbmm(lin.bias, x, lin.weight, out=out).relu_()
         hs.append(x)
     return hs, critic.head(x).squeeze(-1)  # one-output head: EnsembleLinear's fast layout
 
 
 def _actor_forward(
-    linears: Sequence[nn.Linear], x: torch.Tensor
+    linears: Sequence[nn.Linear], x: torch.Tensor, ws: Workspace
 ) -> tuple[list[torch.Tensor], torch.Tensor]:
     """Inputs of every actor layer ([x, h1, ..., hL]) and the head's output."""
     hs = [x]
-    for lin in linears[:-1]:
-        x = torch.addmm(lin.bias, x, lin.weight.t()).relu_()
+    for i, lin in enumerate(linears[:-1]):
+        out = ws(f"actor{i}", (x.shape[0], lin.weight.shape[0]), x)
+        x = torch.addmm(lin.bias, x, lin.weight.t(), out=out).relu_()
         hs.append(x)
     head = linears[-1]
     return hs, torch.addmm(head.bias, x, head.weight.t())
@@ -105,7 +130,8 @@ def fast_losses_and_grads(
     alpha = algo.log_alpha.exp()
 
     # Actor on [obs; next_obs]: one GEMM per layer; noise is laid out the same way.
-    hs, out = _actor_forward(a_lin, torch.cat([obs, next_obs]))
+    ws = algo.fast_workspace
+    hs, out = _actor_forward(a_lin, torch.cat([obs, next_obs]), ws)
     mean, raw_log_std = out.chunk(2, dim=-1)
     log_std = raw_log_std.clamp(lo, hi)
     std = log_std.exp()
@@ -118,12 +144,12 @@ def fast_losses_and_grads(
     logp, next_logp = logp_all[:b], logp_all[b:]
 
     # Target (eq. 3 with the clipped double-Q min).
-    _, q_next = _critic_forward(target_critic, torch.cat([next_obs, next_a], -1))
+    _, q_next = _critic_forward(target_critic, torch.cat([next_obs, next_a], -1), ws, "target")
     target = rewards + discount * (1.0 - terminated) * (q_next.min(0).values - alpha * next_logp)
 
     # Current critics on [(obs, a); (obs, pi(obs))].
     z = torch.cat([torch.cat([obs, actions], -1), torch.cat([obs, pi_a], -1)])
-    c_hs, q_all = _critic_forward(critic, z)
+    c_hs, q_all = _critic_forward(critic, z, ws, "critic")
     q, q_pi_all = q_all[:, :b], q_all[:, b:]
     q_pi, argmin = q_pi_all.min(0)
     td = q - target
@@ -135,7 +161,7 @@ def fast_losses_and_grads(
     dq = torch.zeros_like(q_all)
     dq[:, :b] = td / b
     dq[:, b:].scatter_(0, argmin.unsqueeze(0), -1.0 / b)
-    d_pi_a = _critic_backward(critic, z, c_hs, dq, b, algo.obs_dim)
+    d_pi_a = _critic_backward(critic, z, c_hs, dq, b, algo.obs_dim, ws)
 
     # Actor: through tanh, the reparameterised sample, the clamp and the log-likelihood.
     g_logp = alpha / b
@@ -148,14 +174,14 @@ def fast_losses_and_grads(
     g = torch.cat([d_pre, d_raw], -1)
     for k in range(len(a_lin) - 1, -1, -1):
         lin, x_in = a_lin[k], hs[k][:b]
-        lin.weight.grad = g.t().mm(x_in)
-        lin.bias.grad = g.sum(0)
+        torch.mm(g.t(), x_in, out=_grad(lin.weight))
+        torch.sum(g, 0, out=_grad(lin.bias))
         if k > 0:
-            g = _threshold_backward(g.mm(lin.weight), x_in)
+            g = _relu_backward_(torch.mm(g, lin.weight, out=ws(f"actor_g{k}", x_in.shape, g)), x_in)
 
     if algo.log_alpha.requires_grad:
         # J(alpha) = -E[alpha (log pi + target_entropy)], d/d log(alpha) = alpha * d/d alpha.
-        algo.log_alpha.grad = -alpha * (logp + algo.target_entropy).mean()
+        torch.mul((logp + algo.target_entropy).mean(), -alpha, out=_grad(algo.log_alpha))
     return {
         "critic_loss": critic_loss,
         "actor_loss": actor_loss,
@@ -172,23 +198,24 @@ def _critic_backward(
     dq: torch.Tensor,
     b: int,
     obs_dim: int,
+    ws: Workspace,
 ) -> torch.Tensor:
     """Set the weight gradients from rows [:b] (the critic loss); return the action gradient
     from rows [b:] (the actor loss through detached weights, summed over members)."""
     e, h, _ = critic.head.weight.shape
     head = critic.head
-    w_row = head.weight.view(e, 1, h)
-    head.weight.grad = torch.bmm(dq[:, :b].unsqueeze(1), hs[-1][:, :b]).view(e, h, 1)
-    head.bias.grad = dq[:, :b].sum(1).view(e, 1, 1)
-    g = _threshold_backward(dq.unsqueeze(-1) * w_row, hs[-1])
+    torch.bmm(dq[:, :b].unsqueeze(1), hs[-1][:, :b], out=_grad(head.weight).view(e, 1, h))
+    torch.sum(dq[:, :b], 1, keepdim=True, out=_grad(head.bias).view(e, 1))
+    g = torch.mul(dq.unsqueeze(-1), head.weight.view(e, 1, h), out=ws("critic_g", hs[-1].shape, dq))
+    _relu_backward_(g, hs[-1])
     for k in range(len(critic.linears) - 1, 0, -1):
         lin = critic.linears[k]
-        lin.weight.grad = torch.bmm(hs[k - 1][:, :b].mT, g[:, :b])
-        lin.bias.grad = g[:, :b].sum(1, keepdim=True)
-        g = _threshold_backward(torch.bmm(g, lin.weight.mT), hs[k - 1])
+        torch.bmm(hs[k - 1][:, :b].mT, g[:, :b], out=_grad(lin.weight))
+        torch.sum(g[:, :b], 1, keepdim=True, out=_grad(lin.bias))
+        g = torch.bmm(g, lin.weight.mT, out=ws(f"critic_g{k}", hs[k - 1].shape, g))
+        _relu_backward_(g, hs[k - 1])
     first = critic.linears[0]
     z_t = z[:b].t()
-    first.weight.grad = torch.bmm(z_t.expand(e, *z_t.shape), g[:, :b])
-    first.bias.grad = g[:, :b].sum(1, keepdim=True)
-    d_act = torch.bmm(g[:, b:], first.weight[:, obs_dim:, :].mT).sum(0)
-    return d_act
+    torch.bmm(z_t.expand(e, *z_t.shape), g[:, :b], out=_grad(first.weight))
+    torch.sum(g[:, :b], 1, keepdim=True, out=_grad(first.bias))
+    return torch.bmm(g[:, b:], first.weight[:, obs_dim:, :].mT).sum(0)

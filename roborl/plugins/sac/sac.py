@@ -60,11 +60,11 @@ import gymnasium as gym
 import torch
 
 from roborl.core.actor_critic import SACConfig, SoftActorCritic
-from roborl.core.compile import CompiledCall, fused_adam_kwargs
+from roborl.core.compile import CompiledCall, fused_adam_kwargs, fused_adam_step
 from roborl.core.interfaces import Batch
 from roborl.core.nn import polyak_update
 from roborl.core.policies import SquashedGaussianPolicy
-from roborl.plugins.sac.fast_update import fast_losses_and_grads, fast_path_reason
+from roborl.plugins.sac.fast_update import Workspace, fast_losses_and_grads, fast_path_reason
 
 __all__ = ["SAC", "SACConfig", "SquashedGaussianPolicy"]
 
@@ -109,6 +109,8 @@ class SAC(SoftActorCritic):
         )
         # Hand-derived gradients where they apply (ReLU, eager): same losses, fewer GEMMs.
         self.fast_path = fast_path_reason(self) is None
+        self.fast_workspace = Workspace()
+        self.direct_adam_step = True  # fused_adam_step on the fast path (False: step())
 
     # -- learning ----------------------------------------------------------------------------
 
@@ -163,7 +165,10 @@ class SAC(SoftActorCritic):
         else:
             self.optimizer.zero_grad(set_to_none=True)
             _, metrics = self._loss_call(*args, after=self._backward, reset=self._zero_grad)
-        self.optimizer.step()
+        if self.fast_path and self.direct_adam_step:
+            fused_adam_step(self.optimizer)  # the same kernel without step()'s bookkeeping
+        else:
+            self.optimizer.step()
         self.updates += 1
         if self.updates % cfg.target_update_every == 0:
             polyak_update(self._target_params, self._params, cfg.tau)
