@@ -7,10 +7,10 @@ Papers and code read:
   SAC on features of a conv encoder shared by actor and critic and trained by the critic loss
   only (the actor sees detached features); random shift (pad 4, replicate, random crop) of obs
   and next obs, drawn INDEPENDENTLY for the two (Algorithm 1: nu_i for s, nu'_k for s');
-  target y = r + gamma (min_j Q'_j(s', a') - alpha log pi(a'|s')) (eq. 3 with K = 1), critic
-  loss (Q(f(s, nu), a) - y)^2 (eq. 4 with M = 1, DrQ's default of K = M = 1 for its DMC
-  results in the code). DMC defaults: Adam 1e-3, critic tau 0.01, encoder tau 0.05, initial
-  temperature 0.1, batch 512 (128 for PlaNet tasks), features 50, log-std in [-10, 2].
+  target y = r + gamma (min_j Q'_j(f(s', nu'), a') - alpha log pi(a'|f(s', nu'))) (eq. 3),
+  critic loss (Q(f(s, nu), a) - y)^2 (eq. 4). DMC defaults: Adam 1e-3, critic tau 0.01,
+  encoder tau 0.05, initial temperature 0.1, batch 512 (128 for PlaNet tasks), features 50,
+  log-std in [-10, 2], K = M = 2 augmented copies.
 - DrQ-v2: Yarats, Fergus, Lazaric, Pinto, "Mastering Visual Continuous Control: Improved
   Data-Augmented Reinforcement Learning", arXiv 2107.09645 (code: facebookresearch/drqv2).
   The conv encoder used here (Sec. 3: 4 x 3x3 conv, 32 channels, first stride 2) and the
@@ -52,6 +52,8 @@ Deviations (each a config value where it is one):
   LayerNorm/tanh trunk (DrQ's and SERL's layout); DrQ-v2 gives actor and critic separate
   trunks on the shared conv output. State keys are appended to the features untouched
   (SERL passes them through a Dense+LayerNorm+tanh "proprio" layer).
+- One augmented copy per transition (K = M = 1, as DrQ-v2 and SERL); DrQ averages the
+  target over K = 2 shifted next observations and the loss over M = 2 shifted observations.
 - Augmentation: kornia's replicate-pad random crop (DrQ's own code) for every image key
   independently; `shift_next_obs=same` applies one offset to obs and next obs (the
   consistent variant), off by default because DrQ, DrQ-v2 and SERL all draw them apart.
