@@ -322,3 +322,23 @@ def test_stale_camera_frame_triggers_hold(ros_env, nodes, caplog) -> None:
         env.close()
         node.proc.terminate()
     node.wait_event("sim_robot_stop", 60)
+
+
+@pytest.mark.parametrize(
+    ("cameras", "match"),
+    [
+        ("top", "must be a list"),
+        ([{"name": "top", "topic": "/t", "width": 64}], r"lacks \['height'\]"),
+        ([{"name": "state", "topic": "/t", "width": 8, "height": 8}], "'state' is taken"),
+        ([{"name": "a", "topic": "/t", "width": 8, "height": 8, "fps": 3}], "unknown keys"),
+        ([{"name": "a", "topic": "/t", "width": 8.5, "height": 8}], "width=8.5"),
+        ([{"name": "a", "topic": "/t", "width": 8, "height": 8, "encoding": "mono8"}], "mono8"),
+        ([{"name": "a", "topic": "/t", "width": 8, "height": 8, "max_age_s": 0}], "max_age_s"),
+    ],
+)
+def test_bad_camera_config_is_a_config_error(cameras: Any, match: str) -> None:
+    from roborl.core.errors import ConfigError
+    from roborl.robots.driver import Ros2Driver
+
+    with pytest.raises(ConfigError, match=match):
+        Ros2Driver(_robot_cfg("dds", cameras=cameras))
