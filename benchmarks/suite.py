@@ -633,7 +633,7 @@ class Suite:
 
     def runner(self) -> None:
         """Whole-process env steps/s, as the issue measured them."""
-        steps = self.args.runner_steps
+        steps = self.args.runner_steps or (30_000 if self.quick else 100_000)
         train = [
             sys.executable, "-m", "roborl.core.cli", "train", "algo=sac", "env=halfcheetah",
             f"total_steps={steps}", f"learning_starts={steps}",
@@ -757,7 +757,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--only", nargs="+", choices=GROUPS, default=list(GROUPS))
     ap.add_argument("--peers", type=Path, default=PEERS, help="where peer code is cloned")
     ap.add_argument("--before-rev", default=None, help="also time `roborl train` at this commit")
-    ap.add_argument("--runner-steps", type=int, default=100_000)
+    ap.add_argument(
+        "--runner-steps", type=int, default=None, help="runner rows (default 100k; quick 30k)"
+    )
     ap.add_argument("--out", type=Path, default=RESULTS / "suite.json")
     ap.add_argument("--worker", choices=list(WORKERS), help=argparse.SUPPRESS)
     ap.add_argument("--steps", type=int, default=0, help=argparse.SUPPRESS)
