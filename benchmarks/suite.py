@@ -117,10 +117,13 @@ def make_row(
     peer_value: float,
     machine: dict[str, Any],
     higher_is_better: bool = True,
+    ratio: float | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
-    """One table row: `ratio` = value / peer_value, measured in this run on `machine`."""
-    ratio = value / peer_value if peer_value else float("nan")
+    """One table row: `ratio` = value / peer_value (or a paired ratio the benchmark computed,
+    e.g. a median of same-round ratios), measured in this run on `machine`."""
+    if ratio is None:
+        ratio = value / peer_value if peer_value else float("nan")
     return {
         "group": group,
         "metric": metric,
@@ -564,22 +567,25 @@ class Suite:
                 )  # fmt: skip
 
     def update_efficiency(self) -> None:
-        path = HERE / "update_efficiency.py"
-        if not path.exists():
-            self.skip("update_efficiency", "benchmarks/update_efficiency.py not present (F2)")
+        """F2's same-round SAC update benchmark (benchmarks/update_efficiency.py `run`)."""
+        if not (HERE / "update_efficiency.py").exists():
+            self.skip("update_efficiency", "benchmarks/update_efficiency.py not present")
             return
         sys.path.insert(0, str(HERE))
-        try:
-            import update_efficiency as ue  # type: ignore[import-not-found]
+        import update_efficiency as ue  # type: ignore[import-not-found]
 
-            fn = getattr(ue, "suite_rows", None)
-            if fn is None:
-                self.skip("update_efficiency", "update_efficiency.py has no suite_rows(quick)")
-                return
-            for r in fn(quick=self.quick):
-                self.row("update_efficiency", **r)
-        except Exception as exc:  # another helper's code: report, do not stop the suite
-            self.skip("update_efficiency", f"update_efficiency.suite_rows failed: {exc!r}")
+        rows = ue.run(quick=self.quick)
+        self.raw["update_efficiency"] = rows
+        sb3 = {r["threads"]: r["updates_per_s"] for r in rows if r["contender"] == "sb3"}
+        for r in rows:
+            if r["contender"] == "sb3":
+                continue
+            self.row(
+                "update_efficiency", f"updates/s {r['threads']}t", r["contender"],
+                r["updates_per_s"], "SB3 SAC", sb3[r["threads"]], ratio=r["ratio_to_sb3"],
+                note=f"{r['pct_of_sgemm_bound']:.0f}% of the sgemm bound; ratio = median of "
+                f"same-round ratios; {r['what']}",
+            )  # fmt: skip
 
     def dsac_v2(self) -> None:
         repo, why = peer_checkout("DSAC-v2", self.args.peers)
@@ -771,9 +777,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--budget-s", type=float, default=5.0, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
-        import torch
+        if args.worker not in ("bare", "mjstep"):  # the bare loops never load torch
+            import torch
 
-        torch.set_num_threads(1)
+            torch.set_num_threads(1)
         print(json.dumps(WORKERS[args.worker](args)))
         return 0
 
