@@ -301,7 +301,7 @@ class Ros2Driver(RobotDriver):
         raise RobotError(
             f"no valid sensor_msgs/Image from camera {feed.spec.name!r} on {feed.spec.topic!r} "
             f"within {timeout_s}s ({feed.spec.encoding}, {feed.spec.width}x{feed.spec.height} "
-            f"expected).{why}"
+            f"expected; a best-effort camera publisher needs the camera's qos: sensor_data).{why}"
         )
 
     def observation(self) -> tuple[np.ndarray, float]:

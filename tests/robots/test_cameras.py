@@ -23,6 +23,7 @@ from rosbags.typesys import Stores, get_typestore
 from roborl.core.errors import RobotError
 from roborl.robots import _make_ros2, msgs
 from roborl.robots.cameras import CameraFeed, CameraSpec, decode_image, encode_image
+from roborl.robots.driver import Ros2Driver
 from roborl.robots.rclpy_transport import RclpyTransport
 from roborl.robots.safety import SafetyConfig, SafetyLayer
 from roborl.sim.tabletop.env import TabletopEnv
@@ -338,7 +339,40 @@ def test_stale_camera_frame_triggers_hold(ros_env, nodes, caplog) -> None:
 )
 def test_bad_camera_config_is_a_config_error(cameras: Any, match: str) -> None:
     from roborl.core.errors import ConfigError
-    from roborl.robots.driver import Ros2Driver
 
     with pytest.raises(ConfigError, match=match):
         Ros2Driver(_robot_cfg("dds", cameras=cameras))
+
+
+def test_connect_names_the_silent_camera_and_its_last_rejected_frame(ros_env) -> None:
+    """JointStates arrive but the camera only sends frames of the wrong size: connect fails
+    naming the camera and why its frames were refused (over real DDS traffic)."""
+    import threading
+
+    from roborl.robots.dds_transport import DDSTransport
+
+    robot = DDSTransport("fake_camera_robot")
+    state = robot.publisher("/joint_states", msgs.JointState)
+    image = robot.publisher("/camera/top/image_raw", msgs.Image)
+    stop = threading.Event()
+
+    def talk() -> None:
+        while not stop.wait(0.05):
+            state(msgs.JointState(name=["gx", "gy"], position=[0.0, 0.1], velocity=[0.0, 0.0]))
+            image(encode_image(_frame(32, 32), msgs.Time(0, 0)))
+
+    thread = threading.Thread(target=talk, daemon=True)
+    thread.start()
+    drv = Ros2Driver(_robot_cfg("dds"))
+    try:
+        with pytest.raises(RobotError) as err:
+            drv.connect(8.0)
+        text = str(err.value)
+        assert "camera 'top'" in text and "/camera/top/image_raw" in text, text
+        assert "height x width = 32 x 32" in text, text
+        assert drv.feeds["top"].rejected >= 1 and drv.observation()[0].shape == (4,)
+    finally:
+        stop.set()
+        thread.join(5)
+        drv.close()
+        robot.close()
