@@ -12,6 +12,13 @@ episodes (`TrainContext.robot_env`), so one driver commands the robot for the wh
 Design chosen for simplicity: one process, no second driver, no shared-memory policy. Its cost
 is idle robot time while the learner updates; an actor-learner split (control loop in its own
 process, weights pushed to it) is the later alternative and will be a separate collector.
+
+Human in the loop: the action stored is the one the robot executed (`info["executed_action"]`:
+after the safety layer, and a person's command while they intervened), never the policy's
+proposal, and each transition carries `intervened` in `Chunk.extras` (the loop also routes
+those transitions to the demo buffer when there is one, as HIL-SERL does). The intervention
+rate and the episodes' success rate are logged as `robot/intervention_rate` and
+`robot/success_rate`.
 """
 
 from __future__ import annotations
@@ -46,6 +53,10 @@ class RobotCollector(Collector):
         self._holds = 0
         self._watchdog = 0
         self._policy_time_max = 0.0
+        self._steps = 0
+        self._intervened = 0
+        self._ended = 0
+        self._successes = 0
 
     def start(self, algo: Algorithm) -> None:
         self._seed = self.ctx.run.seed
@@ -57,7 +68,8 @@ class RobotCollector(Collector):
         space, rng = self.action_space, self.ctx.np_rng
         obs, _ = self.env.reset(seed=self._seed)
         self._seed = None  # seed the first episode only, as the vector collector does
-        rows: dict[str, list[Any]] = {k: [] for k in ("obs", "act", "rew", "next", "term")}
+        keys = ("obs", "act", "rew", "next", "term", "human")
+        rows: dict[str, list[Any]] = {k: [] for k in keys}
         ret, ended = 0.0, False
         try:
             while True:
@@ -66,11 +78,15 @@ class RobotCollector(Collector):
                 else:
                     action = np.asarray(algo.act(add_batch_axis(obs), deterministic=False))[0]
                 next_obs, reward, terminated, truncated, info = self.env.step(action)
+                executed = info.get("executed_action")
+                if executed is not None:  # what the robot did, e.g. a person's command
+                    action = np.asarray(executed, dtype=space.dtype)
+                intervened = bool(info.get("intervened", False))
                 for key, value in zip(
-                    ("obs", "act", "rew", "next", "term"),
-                    (obs, action, reward, next_obs, terminated),
+                    keys, (obs, action, reward, next_obs, terminated, intervened)
                 ):
                     rows[key].append(value)
+                self._intervened += intervened
                 ret += float(reward)
                 self._holds += bool(info.get("held"))
                 self._watchdog += bool(info.get("watchdog"))
@@ -80,6 +96,7 @@ class RobotCollector(Collector):
                 obs = next_obs
                 if terminated or truncated:
                     ended = True
+                    self._successes += bool(info.get("success", False))
                     break
                 if len(rows["rew"]) >= budget:
                     break
@@ -88,6 +105,8 @@ class RobotCollector(Collector):
         n = len(rows["rew"])
         episodes = [(ret, n, {})] if ended else []
         self._episodes += len(episodes)
+        self._ended += len(episodes)
+        self._steps += n
         return Chunk(
             stack_obs(rows["obs"]),  # arrays, or dicts of arrays with cameras
             np.asarray(rows["act"]),
@@ -96,17 +115,24 @@ class RobotCollector(Collector):
             np.asarray(rows["term"], np.float32),
             None,
             episodes,
+            {"intervened": np.asarray(rows["human"], bool)},
         )
 
     def metrics(self) -> dict[str, float]:
-        """The safety layer's work since the last log: held steps, watchdog truncations, the
-        slowest policy step (inference plus anything else between two observations)."""
+        """Since the last log: held steps, watchdog truncations, the slowest policy step
+        (inference plus anything else between two observations), the share of steps a person
+        drove (`intervention_rate`) and of ended episodes that succeeded."""
         out = {
             "robot/held_steps": float(self._holds),
             "robot/watchdog_stops": float(self._watchdog),
             "robot/policy_time_max_s": self._policy_time_max,
+            "robot/intervention_rate": self._intervened / max(self._steps, 1),
+            "robot/intervened_steps": float(self._intervened),
         }
+        if self._ended:
+            out["robot/success_rate"] = self._successes / self._ended
         self._holds, self._watchdog, self._policy_time_max = 0, 0, 0.0
+        self._steps = self._intervened = self._ended = self._successes = 0
         return out
 
     def close(self) -> None:

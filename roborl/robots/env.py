@@ -18,6 +18,13 @@ termination bound on one observed joint (`terminate: {joint: hinge, abs_above: 0
 With `cameras` in the robot config the observation is a Dict: `state` (the joint vector) and
 one uint8 (height, width, 3) RGB frame per camera under its name; each camera's staleness
 (`max_age_s`) is a watchdog of the safety layer, like the joint state's age.
+
+Human in the loop (`intervention.py`, `episode.py`): with `robot.intervention` a person's
+teleop topic (sensor_msgs/Joy or geometry_msgs/Twist) overrides the policy while they
+intervene, through the same safety checks; every step's info carries `executed_action` (what
+the robot was sent) and `intervened`. `robot.episode` adds success signals from a person (a
+std_srvs/Trigger service or a key on stdin), a wall-clock time limit and a sparse success
+reward; `reset.mode: service` calls a std_srvs/Trigger reset service between episodes.
 """
 
 from __future__ import annotations
@@ -34,10 +41,12 @@ import numpy as np
 from roborl.core.errors import ConfigError, RobotError
 from roborl.robots import msgs
 from roborl.robots.driver import Ros2Driver
+from roborl.robots.episode import EpisodeConfig, EpisodeControl, call_trigger
+from roborl.robots.intervention import make_teleop
 from roborl.robots.safety import SafetyConfig, SafetyLayer
 
 log = logging.getLogger("roborl.robots.env")
-RESET_MODES = ("wait", "topic", "operator", "home")
+RESET_MODES = ("wait", "topic", "operator", "home", "service")
 
 
 def robot_observation_space(driver: Ros2Driver) -> gym.Space:
@@ -118,11 +127,21 @@ class RobotEnv(gym.Env):
             self._position_index()  # validates that the commanded joints' positions are observed
         if mode == "home":
             self._home = self._check_home(self.reset_cfg.get("home"))
+        self.teleop = make_teleop(self.cfg, n_cmd)
+        episode_cfg = EpisodeConfig.parse(self.cfg.get("episode"))
+        if episode_cfg.success_key is not None and mode == "operator":
+            raise ConfigError(
+                "robot.episode.success_key and robot.reset.mode=operator both read stdin: "
+                "use success_service, or another reset mode."
+            )
         self.commands_at_estop: int | None = None
         self.driver.on_estop(self._on_estop)
         self.driver.connect(float(self.cfg.get("connect_timeout_s", 10.0)))
         if self.safety.config.hold == "last":
             self.safety.set_last(self.commanded_positions())
+        if self.teleop is not None:
+            self.teleop.attach(self.driver.transport)
+        self.episode = EpisodeControl(episode_cfg, self.driver.transport)
         self._reset_pub = None
         if self.reset_cfg.get("mode") == "topic":
             self._reset_pub = self.driver._transport.publisher(
@@ -250,8 +269,15 @@ class RobotEnv(gym.Env):
             input("roborl: reset the robot, then press Enter ")
         elif mode == "home":
             self._move_home()
+        elif mode == "service":
+            call_trigger(
+                self.driver.transport,
+                str(self.reset_cfg.get("service") or "/sim_robot/reset"),
+                float(self.reset_cfg.get("timeout_s", 10.0)),
+            )
         time.sleep(float(self.reset_cfg.get("wait_s", 0.05)))
         obs = self._fresh_obs(time.monotonic(), float(self.cfg.get("connect_timeout_s", 10.0)))
+        self.episode.start()
         self._steps = 0
         self._next_tick = time.monotonic()
         self._obs_handed_at = time.monotonic()
@@ -268,7 +294,8 @@ class RobotEnv(gym.Env):
         self.last_policy_time_s = policy_time
         self._wait_tick()
         _, age, camera_ages = read_observation(self.driver)
-        decision = self.safety.filter(action, age, policy_time, camera_ages)
+        human = self.teleop.command() if self.teleop is not None else None
+        decision = self.safety.filter(action, age, policy_time, camera_ages, human=human)
         if decision is None:
             raise RobotError(f"e-stop latched ({self.safety.estop_cause}): no commands are sent.")
         self.driver.command(decision.command)
@@ -276,21 +303,28 @@ class RobotEnv(gym.Env):
         self._steps += 1
         obs, age, camera_ages = read_observation(self.driver)
         state = obs["state"] if isinstance(obs, dict) else obs
-        terminated = bool(
+        success = self.episode.take_success()
+        terminated = success or bool(
             self._term_idx is not None and abs(state[self._term_idx]) > self._term_bound
         )
-        truncated = decision.watchdog or self._steps >= self.max_episode_steps
+        timed_out = self.episode.timed_out()
+        truncated = decision.watchdog or timed_out or self._steps >= self.max_episode_steps
         info = {
             "held": decision.held,
             "safety_cause": decision.cause,
             "watchdog": decision.watchdog,
             "state_age_s": age,
             "policy_time_s": policy_time,
+            "executed_action": decision.command.astype(self.action_space.dtype),
+            "intervened": decision.human,
+            "success": success,
+            "time_limit": timed_out,
         }
+        reward = float(success) if self.episode.config.reward == "success" else 1.0
         if camera_ages:
             info["camera_ages_s"] = camera_ages
         self._obs_handed_at = time.monotonic()
-        return obs, 1.0, terminated, truncated, info
+        return obs, reward, terminated, truncated, info
 
     def hold(self) -> None:
         """Send the safety layer's hold command now (zero, or the last position for

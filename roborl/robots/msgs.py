@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cyclonedds.idl import IdlStruct
-from cyclonedds.idl.types import byte, float64, int32, sequence, uint8, uint32
+from cyclonedds.idl.types import byte, float32, float64, int32, sequence, uint8, uint32
 
 
 @dataclass
@@ -209,3 +209,18 @@ def _octets_as_bytes(cls: type, member: str) -> bool:
 
 FAST_IMAGE_DATA = _octets_as_bytes(Image, "data")
 TYPES["sensor_msgs/msg/Image"] = Image
+
+
+# -- appended for interventions (issue 21): sensor_msgs/Joy -------------------------------------
+
+
+@dataclass
+class Joy(IdlStruct, typename="sensor_msgs::msg::dds_::Joy_"):
+    """sensor_msgs/msg/Joy: a gamepad's (or teleop device's) axes and buttons."""
+
+    header: Header = field(default_factory=Header)
+    axes: sequence[float32] = field(default_factory=list)
+    buttons: sequence[int32] = field(default_factory=list)
+
+
+TYPES["sensor_msgs/msg/Joy"] = Joy

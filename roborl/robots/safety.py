@@ -55,6 +55,7 @@ class Decision:
     held: bool
     cause: str | None = None
     watchdog: bool = False
+    human: bool = False  # the command is a person's (an intervention), not the policy's
 
 
 @dataclass
@@ -108,13 +109,22 @@ class SafetyLayer:
         state_age_s: float,
         policy_time_s: float = 0.0,
         camera_ages_s: Mapping[str, float] | None = None,
+        human: np.ndarray | None = None,
     ) -> Decision | None:
         """Turn a policy action into a command; None means "send nothing" (e-stop latched).
 
         `camera_ages_s`: seconds since each camera's newest frame arrived, checked against
-        `config.max_camera_age_s` like the joint state's age."""
+        `config.max_camera_age_s` like the joint state's age. `human`: a person's teleop
+        command while they intervene; it replaces `action` and passes the same checks,
+        clamp and rate limit (a person's gamepad is no more trusted than a policy)."""
         if self.estopped:
             return None
+        if human is not None:
+            self.interventions["human"] += 1
+            decision = self.filter(human, state_age_s, policy_time_s, camera_ages_s)
+            if decision is not None and not decision.held:
+                decision.human = True
+            return decision
         if state_age_s > self.config.max_state_age_s:
             cause = f"state is {state_age_s:.3f}s old (> {self.config.max_state_age_s}s)"
             self._note("watchdog_state", cause)

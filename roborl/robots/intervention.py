@@ -1,0 +1,196 @@
+"""The intervention channel: a person's teleop input over ROS 2 that overrides the policy.
+
+HIL-SERL (Luo et al., 2024, "Precise and Dexterous Robotic Manipulation via Human-in-the-Loop
+Reinforcement Learning", Sec. III-B) lets a person take over the robot at any moment; the
+robot executes the person's command instead of the policy's, and those corrections are
+stored for the learner (with a flag, and also in the demo buffer). Here the person's input is
+a standard ROS 2 topic, so any teleop node works (`joy_node` + a gamepad, a SpaceMouse driver,
+`teleop_twist_keyboard`, or `roborl scripted-human`):
+
+- `sensor_msgs/Joy`: `axes[i]` of the message drive action dimension `i` of the list `axes`
+  (times `scale`); the person intervenes while `button` is held (a dead-man switch), or, with
+  `button: null`, while any mapped axis is beyond `deadzone`;
+- `geometry_msgs/Twist`: `axes` names the fields (`linear.x`, `angular.z`, ...) per action
+  dimension; any non-zero mapped field (beyond `deadzone`) is an intervention.
+
+A teleop that falls silent for `timeout_s` no longer intervenes (a crashed teleop node must
+not keep steering the robot with its last message). The command still goes through the
+safety layer: clamped to the limits, rate-limited, watchdogs in force.
+
+Robot config (`robot.intervention`, absent or null: no channel)::
+
+    intervention:
+      topic: /joy
+      type: joy            # joy | twist
+      axes: [1, 0]         # joy: axis index per action dim; twist: e.g. [linear.x, angular.z]
+      scale: 1.0           # a number, or one per action dim (a sign flips an axis)
+      button: 4            # joy: the dead-man button; null: any non-zero mapped axis
+      deadzone: 0.05
+      timeout_s: 0.5
+      qos: default
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from roborl.core.errors import ConfigError
+from roborl.robots import msgs
+from roborl.robots.transport import qos_spec, subscribe
+
+TYPES = ("joy", "twist")
+KEYS = ("topic", "type", "axes", "scale", "button", "deadzone", "timeout_s", "qos")
+TWIST_FIELDS = tuple(f"{part}.{axis}" for part in ("linear", "angular") for axis in "xyz")
+
+
+@dataclass(frozen=True)
+class InterventionConfig:
+    """The `robot.intervention` block, validated against the robot's action size."""
+
+    topic: str
+    type: str
+    axes: tuple[Any, ...]
+    scale: np.ndarray
+    button: int | None
+    deadzone: float
+    timeout_s: float
+    qos: Any
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any], n_action: int) -> InterventionConfig:
+        where = "robot.intervention"
+        if not isinstance(raw, Mapping):
+            raise ConfigError(f"{where}={raw!r} must be a mapping (topic, type, axes, ...).")
+        bad = [k for k in raw if k not in KEYS]
+        if bad:
+            raise ConfigError(f"{where} has unknown keys {bad}: accepted are {', '.join(KEYS)}.")
+        kind = str(raw.get("type", "joy"))
+        if kind not in TYPES:
+            raise ConfigError(f"{where}.type={kind!r}: accepted are {', '.join(TYPES)}.")
+        default_axes = list(range(n_action)) if kind == "joy" else list(TWIST_FIELDS[:n_action])
+        axes = list(raw.get("axes") or default_axes)
+        if len(axes) != n_action:
+            raise ConfigError(
+                f"{where}.axes={axes} maps {len(axes)} inputs, the robot has {n_action} action "
+                "dimensions: give one per action dimension."
+            )
+        if kind == "joy":
+            if not all(isinstance(a, int) and not isinstance(a, bool) and a >= 0 for a in axes):
+                raise ConfigError(f"{where}.axes={axes}: Joy axes are indices >= 0.")
+        elif not all(a in TWIST_FIELDS for a in axes):
+            raise ConfigError(f"{where}.axes={axes}: Twist fields are {', '.join(TWIST_FIELDS)}.")
+        scale = np.asarray(raw.get("scale", 1.0), dtype=np.float64).reshape(-1)
+        if scale.size == 1:
+            scale = np.full(n_action, float(scale[0]))
+        if scale.shape != (n_action,) or not np.all(np.isfinite(scale)):
+            raise ConfigError(
+                f"{where}.scale={raw.get('scale')!r}: one finite number, or {n_action}."
+            )
+        button = raw.get("button", 0 if kind == "joy" else None)
+        if button is not None:
+            if kind != "joy":
+                raise ConfigError(
+                    f"{where}.button={button!r}: Twist has no buttons (any non-zero input "
+                    "intervenes); set button: null or use type: joy."
+                )
+            if isinstance(button, bool) or not isinstance(button, int) or button < 0:
+                raise ConfigError(f"{where}.button={button!r} must be an index >= 0 or null.")
+        deadzone = float(raw.get("deadzone", 0.05))
+        timeout = float(raw.get("timeout_s", 0.5))
+        if deadzone < 0 or timeout <= 0:
+            raise ConfigError(
+                f"{where}: deadzone={deadzone} must be >= 0 and timeout_s={timeout} > 0."
+            )
+        return cls(
+            topic=str(raw.get("topic") or ("/joy" if kind == "joy" else "/teleop/cmd_vel")),
+            type=kind,
+            axes=tuple(axes),
+            scale=scale,
+            button=button,
+            deadzone=deadzone,
+            timeout_s=timeout,
+            qos=qos_spec(raw.get("qos"), f"{where}.qos"),
+        )
+
+
+class Teleop:
+    """The newest teleop message as "is a person intervening, and with which command".
+
+    Decoding happens in the transport's callback; `command()` is what the control loop asks,
+    once per tick, so it only reads a value under a lock."""
+
+    def __init__(self, config: InterventionConfig) -> None:
+        self.config = config
+        self._lock = threading.Lock()
+        self._command: np.ndarray | None = None
+        self._intervening = False
+        self._stamp = -np.inf
+        self.received = 0
+        self.rejected = 0
+        self.last_error: str | None = None
+        self._reader: Any = None
+
+    @property
+    def msg_type(self) -> type:
+        return msgs.Joy if self.config.type == "joy" else msgs.Twist
+
+    def attach(self, transport: Any) -> None:
+        """Subscribe on the robot's transport (rclpy node or raw DDS)."""
+        self._reader = subscribe(
+            transport, self.config.topic, self.msg_type, self.on_message, self.config.qos
+        )
+
+    def decode(self, msg: Any) -> tuple[np.ndarray, bool]:
+        """(command in action units, intervening) of one message; ValueError if unusable."""
+        c = self.config
+        if c.type == "joy":
+            axes = list(msg.axes)
+            missing = [a for a in c.axes if a >= len(axes)]
+            if missing:
+                raise ValueError(f"Joy on {c.topic} has {len(axes)} axes, config maps {missing}")
+            raw = np.asarray([axes[a] for a in c.axes], dtype=np.float64)
+        else:
+            raw = np.asarray(
+                [getattr(getattr(msg, a.split(".")[0]), a.split(".")[1]) for a in c.axes],
+                dtype=np.float64,
+            )
+        command = raw * c.scale
+        if c.button is not None:
+            buttons = list(msg.buttons)
+            intervening = c.button < len(buttons) and bool(buttons[c.button])
+        else:
+            intervening = bool(np.any(np.abs(raw) > c.deadzone))
+        return command, intervening
+
+    def on_message(self, msg: Any) -> None:
+        try:
+            command, intervening = self.decode(msg)
+        except (ValueError, TypeError, AttributeError) as exc:
+            self.rejected += 1
+            self.last_error = str(exc)
+            return
+        with self._lock:
+            self._command, self._intervening = command, intervening
+            self._stamp = time.monotonic()
+            self.received += 1
+
+    def command(self) -> np.ndarray | None:
+        """The person's command while they intervene (fresh input), else None."""
+        with self._lock:
+            if not self._intervening or time.monotonic() - self._stamp > self.config.timeout_s:
+                return None
+            return None if self._command is None else self._command.copy()
+
+
+def make_teleop(cfg: Mapping[str, Any], n_action: int) -> Teleop | None:
+    """A `Teleop` for `cfg["intervention"]`, or None when the robot config has none."""
+    raw = cfg.get("intervention")
+    if not raw:
+        return None
+    return Teleop(InterventionConfig.parse(raw, n_action))
