@@ -440,6 +440,9 @@ class ReplayBuffer:
         return data
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Inverse of `state_dict`. A Dict buffer may load into another capacity (a resumed
+        run with more total_steps): its ring is then unrolled oldest-first and the frame
+        links renumbered."""
         n = int(state["size"])
         if n > self.capacity:
             raise ValueError(f"saved buffer holds {n} transitions, capacity is {self.capacity}")
@@ -450,6 +453,8 @@ class ReplayBuffer:
                 f"saved buffer holds {kinds[saved_dict]} observations, this buffer "
                 f"{kinds[self.dict_obs]} ones: the checkpoint belongs to another env"
             )
+        pos = int(state["pos"]) % self.capacity
+        order: torch.Tensor | None = None  # saved slots in the order they are loaded
         if self.dict_obs:
             if set(state["obs"]) != set(self.obs):
                 raise ValueError(
@@ -457,33 +462,46 @@ class ReplayBuffer:
                     f"{sorted(self.obs)}"
                 )
             saved_cap = int(state.get("capacity", self.capacity))
-            if n == saved_cap and saved_cap != self.capacity:
-                raise ValueError(
-                    f"a full Dict buffer of capacity {saved_cap} loads only into one of the same "
-                    f"capacity, not {self.capacity} (its ring order and frame links depend on it)"
-                )
             nxt = state["next_index"].clone()
-            nxt = torch.where(nxt >= saved_cap, nxt - saved_cap + self.capacity, nxt)
+            last = state.get("last")
+            last = None if last is None else last.clone()
+            if saved_cap != self.capacity:
+                oldest = int(state["pos"]) % saved_cap if n == saved_cap else 0
+                order = (torch.arange(n) + oldest) % saved_cap
+                renumber = torch.full((saved_cap,), -1, dtype=torch.long)
+                renumber[order] = torch.arange(n)
+                nxt = nxt[order]
+                in_side = nxt >= saved_cap
+                nxt = torch.where(
+                    in_side, nxt - saved_cap + self.capacity, renumber[nxt.clamp(0, saved_cap - 1)]
+                )
+                if last is not None:
+                    last = renumber[last]
+                    last = None if bool((last < 0).any()) else last
+                pos = n % self.capacity
             for k, v in state["obs"].items():
-                self.obs[k][:n] = v.to(self.device)
+                self.obs[k][:n] = (v if order is None else v[order]).to(self.device)
             self._next.fill_(-1)
             self._next[:n] = nxt
             self._side = {k: v.to(self.device) for k, v in state["side"].items()}
             self._free = [int(e) for e in state["free"].tolist()]
-            last = state.get("last")
-            self._last = None if last is None else last.clone()
+            self._last = last
             pend = state.get("pending")
             self._pending = None if pend is None else {k: v.numpy() for k, v in pend.items()}
         else:
             for name in ("obs", "next_obs"):
                 getattr(self, name)[:n] = state[name].to(self.device)
+
+        def load(dst: torch.Tensor, values: torch.Tensor) -> None:
+            dst[:n] = (values if order is None else values[order]).to(self.device)
+
         for name in ("actions", "rewards", "terminated"):
-            getattr(self, name)[:n] = state[name].to(self.device)
+            load(getattr(self, name), state[name])
         if self.costs is not None and "costs" in state:
-            self.costs[:n] = state["costs"].to(self.device)
+            load(self.costs, state["costs"])
         for name, values in (state.get("extras") or {}).items():
             if name in self.extras:
-                self.extras[name][:n] = values.to(self.device)
+                load(self.extras[name], values)
         self.size = n
-        self.pos = int(state["pos"]) % self.capacity
+        self.pos = pos
         self.stride = int(state.get("stride", 1))

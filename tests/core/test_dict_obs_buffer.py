@@ -300,3 +300,21 @@ def test_extend_with_dataset_rows_shares_frames_inside_episodes(capacity):
     # n-step walks rows one by one (stride 1) and stops at episode ends
     batch = buf.sample_nstep(128, 3, 0.5, torch.Generator().manual_seed(0))
     assert set(batch.discount.tolist()) <= {0.5, 0.25, 0.125} and (batch.discount == 0.125).any()
+
+
+def test_full_buffer_loads_into_a_larger_one():
+    """A resumed run with more total_steps builds a larger buffer: the ring is unrolled."""
+    chunks = _collect(2, 40)
+    small = ReplayBuffer(30, _space(), (1,))
+    _fill(small, chunks[:25])  # 50 transitions through 30 slots: wrapped
+    big = ReplayBuffer(70, _space(), (1,))
+    big.load_state_dict(small.state_dict())
+    _fill(big, chunks[25:])  # 30 more: 60 held of 70
+    flat = [
+        ({k: v[i] for k, v in o.items()}, {k: v[i] for k, v in x.items()})
+        for o, _, _, x, _ in chunks
+        for i in range(2)
+    ]
+    held = flat[20:]  # the 30 the small buffer kept, then the 30 added
+    _assert_slots(big, dict(enumerate(held)))
+    assert len(big) == 60

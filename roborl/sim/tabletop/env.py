@@ -7,10 +7,20 @@ that can be pushed. Each episode is one task variant, given as an instruction:
 - ``push the {red,green,blue} block to the target``: success when the block is on the grey
   target pad.
 
-Observations are ``{"image": 64x64 RGB uint8 (top-down camera), "task": variant index}``; the
-instruction text is ``env.unwrapped.instruction``. Reward is sparse (1 on success, which ends the
-episode). `expert_action()` is a scripted expert used for demonstrations.
-Rendering is offscreen: set ``MUJOCO_GL=egl`` (or ``osmesa``) on machines without a display.
+Observations (``obs_mode``):
+
+- ``"image_task"`` (default, VLA-RL): ``{"image": 64x64 RGB uint8 (top-down camera), "task":
+  variant index}``; the instruction text is ``env.unwrapped.instruction``;
+- ``"pixels"``: ``{"image"}`` only, for pixel RL on one task (``tasks=[0]``);
+- ``"pixels_state"``: ``{"image", "state"}``, the state being what a robot knows about itself
+  (gripper x, y and their velocities, float32), as SERL combines a wrist/scene camera with
+  proprioception.
+
+Reward is sparse (1 on success, which ends the episode) unless ``reward_type="dense"``: then
+minus the distance left to the goal each step, plus 1 on success (a shaped variant for quick
+learning checks; the sparse one is the task). `expert_action()` is a scripted expert used for
+demonstrations. Rendering is offscreen: set ``MUJOCO_GL=egl`` (or ``osmesa``) on machines
+without a display.
 """
 
 from __future__ import annotations
@@ -22,6 +32,8 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
+from roborl.core.errors import ConfigError
+
 COLORS = {"red": "0.9 0.15 0.15 1", "green": "0.15 0.8 0.2 1", "blue": "0.2 0.3 0.95 1"}
 TASKS = [f"reach the {c} block" for c in COLORS] + [
     f"push the {c} block to the target" for c in COLORS
@@ -31,6 +43,8 @@ STEP = 0.04  # metres per unit action
 REACH_TOL = 0.055  # touching: sphere radius + half block + margin
 PUSH_TOL = 0.06
 TARGET = np.array([0.0, 0.0])
+OBS_MODES = ("image_task", "pixels", "pixels_state")
+REWARD_TYPES = ("sparse", "dense")
 
 
 def _xml() -> str:
@@ -77,8 +91,32 @@ class TabletopEnv(gym.Env):
         max_episode_steps: int = 40,
         tasks: list[int] | None = None,
         render_mode: str | None = "rgb_array",
+        obs_mode: str = "image_task",
+        reward_type: str = "sparse",
     ) -> None:
+        if obs_mode not in OBS_MODES:
+            raise ConfigError(
+                f"RoborlTabletop obs_mode={obs_mode!r} is unknown; accepted: {', '.join(OBS_MODES)}"
+            )
+        if reward_type not in REWARD_TYPES:
+            raise ConfigError(
+                f"RoborlTabletop reward_type={reward_type!r} is unknown; accepted: "
+                f"{', '.join(REWARD_TYPES)}"
+            )
+        if not 8 <= int(image_size) <= 256:
+            raise ConfigError(
+                f"RoborlTabletop image_size={image_size} must lie in [8, 256] (the offscreen "
+                "framebuffer is 256x256)"
+            )
+        bad = [t for t in (tasks or []) if not 0 <= int(t) < len(TASKS)]
+        if bad or (tasks is not None and not list(tasks)):
+            raise ConfigError(
+                f"RoborlTabletop tasks={tasks} must be a non-empty list of indices 0..{len(TASKS) - 1}"
+                f" ({'; '.join(f'{i}: {t}' for i, t in enumerate(TASKS))})"
+            )
         os.environ.setdefault("MUJOCO_GL", "egl")
+        self.obs_mode = obs_mode
+        self.reward_type = reward_type
         self.model = mujoco.MjModel.from_xml_string(_xml())
         self.data = mujoco.MjData(self.model)
         self.image_size = image_size
@@ -86,15 +124,20 @@ class TabletopEnv(gym.Env):
         self.tasks = list(range(len(TASKS))) if tasks is None else list(tasks)
         self.render_mode = render_mode
         self._renderer: mujoco.Renderer | None = None
-        self.observation_space = gym.spaces.Dict(
-            {
-                "image": gym.spaces.Box(0, 255, (image_size, image_size, 3), np.uint8),
-                "task": gym.spaces.Discrete(len(TASKS)),
-            }
-        )
+        entries: dict[str, gym.Space] = {
+            "image": gym.spaces.Box(0, 255, (image_size, image_size, 3), np.uint8)
+        }
+        if obs_mode == "image_task":
+            entries["task"] = gym.spaces.Discrete(len(TASKS))
+        elif obs_mode == "pixels_state":
+            entries["state"] = gym.spaces.Box(-np.inf, np.inf, (4,), np.float32)
+        self.observation_space = gym.spaces.Dict(entries)
         self.action_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
         self.task = 0
         self._steps = 0
+        self._jid = {
+            j: mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_JOINT, j) for j in ("gx", "gy")
+        }
         self._qadr = {
             name: self.model.jnt_qposadr[
                 mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_JOINT, name)
@@ -172,7 +215,10 @@ class TabletopEnv(gym.Env):
         success = self.success()
         truncated = self._steps >= self.max_episode_steps and not success
         info = {"success": success, "instruction": self.instruction, "task": self.task}
-        return self._obs(), float(success), success, truncated, info
+        reward = float(success)
+        if self.reward_type == "dense":
+            reward -= self.progress()
+        return self._obs(), reward, success, truncated, info
 
     def render(self) -> np.ndarray:
         if self._renderer is None:
@@ -181,7 +227,17 @@ class TabletopEnv(gym.Env):
         return self._renderer.render().copy()
 
     def _obs(self) -> dict[str, Any]:
-        return {"image": self.render(), "task": self.task}
+        obs: dict[str, Any] = {"image": self.render()}
+        if self.obs_mode == "image_task":
+            obs["task"] = self.task
+        elif self.obs_mode == "pixels_state":
+            obs["state"] = self.proprio()
+        return obs
+
+    def proprio(self) -> np.ndarray:
+        """Gripper x, y and their velocities: what a robot's joint states tell it."""
+        vel = [self.data.qvel[self.model.jnt_dofadr[self._jid[j]]] for j in ("gx", "gy")]
+        return np.array([*self.gripper_xy(), *vel], dtype=np.float32)
 
     def close(self) -> None:
         if self._renderer is not None:
