@@ -1,7 +1,8 @@
 """Real robots through ROS 2: driver, transports (rclpy or plain DDS), safety layer, nodes.
 
-Registers the `ros2` robot (`robot=ros2`), the `sim-robot` and `deploy` commands, and the
-`robot/` Hydra config group. Heavy imports (cyclonedds, mujoco) happen only when used.
+Registers the `ros2` robot (`robot=ros2`), the `sim-robot`, `deploy` and `scripted-human`
+commands, and the `robot/` Hydra config group. Heavy imports (cyclonedds, mujoco) happen only
+when used.
 """
 
 from __future__ import annotations
@@ -35,9 +36,14 @@ def roborl_robots() -> dict[str, Any]:
 @hookimpl
 def roborl_cli_commands() -> dict[str, Any]:
     from roborl.robots.deploy import deploy_cmd
+    from roborl.robots.scripted_human import scripted_human_cmd
     from roborl.robots.sim_robot import sim_robot_cmd
 
-    return {"sim-robot": sim_robot_cmd, "deploy": deploy_cmd}
+    return {
+        "sim-robot": sim_robot_cmd,
+        "deploy": deploy_cmd,
+        "scripted-human": scripted_human_cmd,
+    }
 
 
 @hookimpl
