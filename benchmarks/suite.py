@@ -787,28 +787,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0 = time.perf_counter()
     suite = Suite(args)
     print(f"machine: {suite.machine}", flush=True)
+    command = "python benchmarks/suite.py" + "".join(
+        f" {a}" for a in (argv if argv is not None else sys.argv[1:])
+    )
+
+    def write() -> dict[str, Any]:  # after every group: a stopped run keeps what finished
+        report = {
+            "command": command,
+            "quick": args.quick,
+            "machine": suite.machine,
+            "loadavg_end": [round(x, 2) for x in os.getloadavg()],
+            "wall_s": time.perf_counter() - t0,
+            "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "rows": suite.rows,
+            "raw": suite.raw,
+        }
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=1) + "\n")
+        args.out.with_suffix(".md").write_text(markdown(report))
+        return report
+
     for group in args.only:
         print(f"[{group}]", flush=True)
         try:
             getattr(suite, group)()
         except Exception as exc:  # one broken group must not lose the others' rows
             suite.skip(group, f"failed: {str(exc)[-400:]}")
-    command = "python benchmarks/suite.py" + "".join(
-        f" {a}" for a in (argv if argv is not None else sys.argv[1:])
-    )
-    report = {
-        "command": command,
-        "quick": args.quick,
-        "machine": suite.machine,
-        "loadavg_end": [round(x, 2) for x in os.getloadavg()],
-        "wall_s": time.perf_counter() - t0,
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "rows": suite.rows,
-        "raw": suite.raw,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1) + "\n")
-    args.out.with_suffix(".md").write_text(markdown(report))
+        report = write()
     print(f"wrote {args.out} and {args.out.with_suffix('.md')} in {report['wall_s']:.0f} s")
     return 0
 
