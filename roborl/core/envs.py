@@ -30,6 +30,7 @@ def env_factory(registry: Registry, env_cfg: Mapping[str, Any]) -> Callable[[], 
         )
     kwargs = dict(env_cfg.get("kwargs") or {})
     max_steps = env_cfg.get("max_episode_steps")
+    stack = int(env_cfg.get("frame_stack") or 1)
     if env_id in registry.envs:
         factory = registry.get("envs", env_id)  # raises if two plugins claim the id
 
@@ -37,7 +38,7 @@ def env_factory(registry: Registry, env_cfg: Mapping[str, Any]) -> Callable[[], 
             env = factory(**kwargs)
             if max_steps:
                 env = gym.wrappers.TimeLimit(env, max_episode_steps=int(max_steps))
-            return env
+            return frame_stacked(env, stack)
 
         return make_plugin_env
     if env_id not in gym.envs.registry:
@@ -53,11 +54,20 @@ def env_factory(registry: Registry, env_cfg: Mapping[str, Any]) -> Callable[[], 
     def make_gym_env() -> gym.Env:
         extra = {"max_episode_steps": int(max_steps)} if max_steps else {}
         try:
-            return gym.make(env_id, **kwargs, **extra)
+            return frame_stacked(gym.make(env_id, **kwargs, **extra), stack)
         except TypeError as exc:
             raise ConfigError(f"env {env_id!r} rejected env.kwargs={kwargs}: {exc}") from None
 
     return make_gym_env
+
+
+def frame_stacked(env: gym.Env, k: int) -> gym.Env:
+    """`+env.frame_stack=k`: the last k observations on a new leading axis (gymnasium's
+    FrameStackObservation, the first repeated after a reset), so a camera entry becomes
+    (k, H, W, C), the frame stack pixel algorithms (algo=drq/rlpd) take."""
+    if k < 1:
+        raise ConfigError(f"env.frame_stack={k} must be at least 1 (1 = no stacking)")
+    return env if k == 1 else gym.wrappers.FrameStackObservation(env, stack_size=k)
 
 
 def robot_factory(registry: Registry, robot_cfg: Mapping[str, Any]) -> Callable[[], gym.Env]:
