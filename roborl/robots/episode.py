@@ -104,12 +104,13 @@ class EpisodeControl:
                 logging.INFO,
                 f"success service {config.success_service} (std_srvs/Trigger)",
             )
-        self._stdin = stdin
+        self.key_reader: threading.Thread | None = None
         if config.success_key is not None:
             stream = stdin if stdin is not None else sys.stdin
-            threading.Thread(
+            self.key_reader = threading.Thread(
                 target=self._read_keys, args=(stream,), name="roborl-success-key", daemon=True
-            ).start()
+            )
+            self.key_reader.start()
 
     def _on_success_service(self, _: Any) -> tuple[bool, str]:
         self.mark_success("the success service")
