@@ -405,7 +405,10 @@ class _DeployNode:
                 if not isinstance(obs, dict):
                     obs = obs.astype(np.float32)
                 action = self.policy.act(obs)
-                decision = env.safety.filter(action, age, time.monotonic() - start, camera_ages)
+                human = env.teleop.command() if env.teleop is not None else None  # a takeover
+                decision = env.safety.filter(
+                    action, age, time.monotonic() - start, camera_ages, human=human
+                )
                 if decision is None:
                     continue
                 driver.command(decision.command)

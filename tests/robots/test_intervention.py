@@ -247,3 +247,33 @@ def test_robot_collector_stores_the_executed_action_and_the_flag(ros_env) -> Non
 def test_bad_intervention_config_names_the_key(raw: dict, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         InterventionConfig.parse(raw, 2)
+
+
+def test_deploy_forwards_a_takeover_through_its_safety_layer(
+    ros_env, nodes, balance_checkpoint
+) -> None:
+    """`roborl deploy` reads the same channel: a person can take over a deployed policy."""
+    sim = nodes(["sim-robot", "env=inverted_pendulum", "transport=dds"], ros_env)
+    joy = Teleop("dds", "/joy", msgs.Joy)
+    joy.message = msgs.Joy(axes=[0.5], buttons=[1])
+    try:
+        dep = nodes(
+            [
+                "deploy",
+                f"checkpoint={balance_checkpoint}",
+                "robot=ros2",
+                "robot.transport=dds",
+                "robot.connect_timeout_s=60",
+                "robot.safety.max_state_age_s=0.5",
+                "+robot.intervention={topic:/joy,axes:[0],button:0,scale:4.0}",
+                "rate_hz=50",
+                "duration_s=3",
+            ],
+            ros_env,
+        )
+        done = dep.wait_event("done", 180)
+    finally:
+        joy.close()
+    assert done["exit_code"] == 0, done
+    # Every forwarded takeover was counted; 0.5 * 4.0 = 2.0 lies inside the [-3, 3] limits.
+    assert done["interventions"].get("human", 0) > 0, done
