@@ -10,9 +10,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from roborl.core.algorithms import resolve_algorithm
+from roborl.core.compose import compose_dict
 from roborl.core.config import build_config
 from roborl.core.errors import ConfigError
 from roborl.core.interfaces import Batch
+from roborl.core.plugins import get_host
 from roborl.plugins.pixel_sac.drq import RLPD, DrQ, DrQConfig, RLPDConfig
 from roborl.plugins.pixel_sac.encoder import RandomShift, image_channels_first
 
@@ -214,3 +217,12 @@ def test_vector_observations_are_refused_with_a_pointer_to_sac() -> None:
 def test_subset_larger_than_the_ensemble_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match=r"critic_subsample=3 exceeds algo\.num_critics=2"):
         build_config(DrQConfig, {"critic_subsample": 3})
+
+
+def test_serl_preset_composes_over_rlpd_and_builds() -> None:
+    host = get_host()
+    algo = compose_dict(host, ["algo=serl", "env=tabletop_reach_pixels"], "train")["algo"]
+    assert algo["name"] == "rlpd"
+    assert (algo["activation"], algo["backup_entropy"], algo["init_alpha"]) == ("tanh", False, 0.01)
+    cls, config = resolve_algorithm(host, algo)
+    assert cls is RLPD and config.num_critics == 10 and config.critic_subsample == 2
