@@ -114,12 +114,18 @@ def run_cell(job: tuple[str, int, dict[str, Any]]) -> dict[str, Any]:
     run_dir = Path(cfg.pop("_run_dir"))
     t0 = time.time()
     Runner({**cfg, "seed": seed}, run_dir, host).execute()
+    return {"arm": arm, "seed": seed, "curve": curve_of(run_dir), "wall_s": time.time() - t0}
+
+
+def curve_of(run_dir: Path) -> list[tuple[int, float]]:
+    """(env step, eval success rate) pairs of one run, from its metrics.jsonl."""
     curve = []
-    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+    path = run_dir / "metrics.jsonl"
+    for line in path.read_text().splitlines() if path.is_file() else []:
         rec = json.loads(line)
         if "eval/success_rate" in rec:
             curve.append((int(rec["step"]), float(rec["eval/success_rate"])))
-    return {"arm": arm, "seed": seed, "curve": curve, "wall_s": time.time() - t0}
+    return curve
 
 
 def aggregate(finals: dict[str, list[float]]) -> dict[str, dict[str, dict[str, float]]]:
@@ -135,7 +141,8 @@ def markdown(result: dict[str, Any]) -> str:
     lines = [
         "# Pixels: success rate from camera images (RoborlTabletop reach, red block)",
         "",
-        f"{a['seeds']} seeds per arm, {a['steps']} env steps, learning starts "
+        f"{a['seeds']} seeds per arm, {a['steps']} env steps (finals at step "
+        f"{a['final_step']}), learning starts "
         f"{a['learning_starts']}, {a['image_size']}x{a['image_size']} RGB, batch "
         f"{a['batch_size']}, eval {a['episodes']} episodes every {a['eval_every']} steps. "
         f"Wall time {result['wall_s']:.0f} s on {result['machine']}.",
@@ -178,14 +185,20 @@ def main() -> None:
     p.add_argument("--out", default="pixels")
     p.add_argument("--note", default="")
     p.add_argument("--work-dir", default=None)
+    p.add_argument(
+        "--collect", action="store_true",
+        help="do not train: aggregate the runs already in --work-dir (e.g. stopped ones)",
+    )  # fmt: skip
     a = p.parse_args()
 
     work = Path(a.work_dir or tempfile.mkdtemp(prefix="roborl_pixels_"))
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     env = env_config(a.image_size)
-    demos = record_demos(work, env, a.demo_episodes) if a.arms != ["drq"] else None
-    classifier = train_classifier(work, env, demos) if "rlpd_learned_reward" in a.arms else None
+    need_demos = a.arms != ["drq"] and not a.collect
+    demos = record_demos(work, env, a.demo_episodes) if need_demos else work / "demos.npz"
+    learned = "rlpd_learned_reward" in a.arms and not a.collect
+    classifier = train_classifier(work, env, demos) if learned else work / "classifier.pt"
     base = {
         "env": env, "total_steps": a.steps, "learning_starts": a.learning_starts,
         "eval_every": a.eval_every, "eval_episodes": a.episodes, "checkpoint_every": a.steps,
@@ -200,13 +213,24 @@ def main() -> None:
             if arm == "rlpd_learned_reward":
                 cfg["reward"] = {"name": "classifier", "path": str(classifier)}
             jobs.append((arm, seed, cfg))
-    with mp.get_context("spawn").Pool(a.jobs) as pool:
-        cells = pool.map(run_cell, jobs)
+    if a.collect:  # runs stopped by a time limit: what their metrics.jsonl hold
+        cells = [
+            {"arm": arm, "seed": seed, "curve": curve_of(Path(cfg["_run_dir"])), "wall_s": 0.0}
+            for arm, seed, cfg in jobs
+        ]
+    else:
+        with mp.get_context("spawn").Pool(a.jobs) as pool:
+            cells = pool.map(run_cell, jobs)
+    # Finals at the last evaluation step every run reached: the same budget for every arm.
+    last = min((c["curve"][-1][0] for c in cells if c["curve"]), default=0)
+    a.final_step = last
     curves: dict[str, list[list[tuple[int, float]]]] = {arm: [] for arm in a.arms}
     finals: dict[str, list[float]] = {arm: [] for arm in a.arms}
     for cell in sorted(cells, key=lambda c: (c["arm"], c["seed"])):
         curves[cell["arm"]].append(cell["curve"])
-        finals[cell["arm"]].append(cell["curve"][-1][1] if cell["curve"] else float("nan"))
+        at = dict(cell["curve"])
+        if last in at:
+            finals[cell["arm"]].append(at[last])
     result = {
         "args": vars(a),
         "machine": f"{platform.machine()}, {mp.cpu_count()} cores (shared), "
