@@ -117,7 +117,8 @@ def fused_adam_step(optimizer: torch.optim.Optimizer) -> None:
     calls the same kernel (`torch._fused_adam_`) with the same arguments and state tensors as
     `torch.optim.Adam(fused=True)` does, so the result is bitwise identical and the optimiser's
     state_dict stays the checkpointed one. Anything unusual (not fused, AMSGrad, decoupled
-    weight decay, complex or uninitialised state, a missing gradient) takes `optimizer.step()`.
+    weight decay, complex or uninitialised state, hooks) takes `optimizer.step()`; parameters
+    without a gradient are skipped, as Adam skips them.
     """
     hooks = optimizer._optimizer_step_pre_hooks or optimizer._optimizer_step_post_hooks
     if not isinstance(optimizer, torch.optim.Adam) or hooks:
@@ -125,13 +126,16 @@ def fused_adam_step(optimizer: torch.optim.Optimizer) -> None:
         return
     calls = []
     for group in optimizer.param_groups:
-        if not group["fused"] or group["amsgrad"] or group["decoupled_weight_decay"]:
+        unusual = group["amsgrad"] or group["decoupled_weight_decay"] or group["capturable"]
+        if not group["fused"] or unusual or isinstance(group["lr"], torch.Tensor):
             optimizer.step()
             return
         params, grads, avgs, sqs, steps = [], [], [], [], []
         for p in group["params"]:
+            if p.grad is None:  # Adam skips it too (e.g. DSAC-T's actor on critic-only steps)
+                continue
             state = optimizer.state.get(p)
-            if p.grad is None or not state or p.is_complex() or p.grad.is_sparse:
+            if not state or p.is_complex() or p.grad.is_sparse:
                 optimizer.step()
                 return
             params.append(p)
@@ -139,7 +143,8 @@ def fused_adam_step(optimizer: torch.optim.Optimizer) -> None:
             avgs.append(state["exp_avg"])
             sqs.append(state["exp_avg_sq"])
             steps.append(state["step"])
-        calls.append((group, params, grads, avgs, sqs, steps))
+        if params:
+            calls.append((group, params, grads, avgs, sqs, steps))
     with torch.no_grad():
         for group, params, grads, avgs, sqs, steps in calls:
             beta1, beta2 = group["betas"]

@@ -210,3 +210,33 @@ def test_fast_path_applies_only_where_its_backward_is_valid() -> None:
     act_space = gym.spaces.Box(-1.0, 1.0, (ACT,), np.float32)
     tanh = SAC(obs_space, act_space, SACConfig(hidden_sizes=[8], activation="tanh"))
     assert not tanh.fast_path and "activation=tanh" in fast_path_reason(tanh)
+
+
+def _no_fallback(*args, **kwargs):
+    raise AssertionError("fused_adam_step fell back to Optimizer.step")
+
+
+def test_direct_fused_adam_step_is_bitwise_adam_and_skips_missing_grads() -> None:
+    """`fused_adam_step` (the SAC and DSAC-T step) equals `Adam(fused=True).step()` exactly,
+    including steps where some parameters have no gradient (DSAC-T's critic-only steps)."""
+    from roborl.core.compile import fused_adam_kwargs, fused_adam_step
+
+    gen = torch.Generator().manual_seed(0)
+    shapes = [(4, 3), (3,), (2, 5)]
+    init = [torch.randn(s, generator=gen) for s in shapes]
+    pairs = []
+    for _ in range(2):
+        params = [t.clone().requires_grad_(True) for t in init]
+        groups = [{"params": params[:2], "lr": 1e-2}, {"params": params[2:], "lr": 3e-3}]
+        pairs.append((params, torch.optim.Adam(groups, **fused_adam_kwargs("cpu"))))
+    for step in range(4):
+        grads = [torch.randn(s, generator=gen) for s in shapes]
+        for i, (params, opt) in enumerate(pairs):
+            for j, (p, g) in enumerate(zip(params, grads, strict=True)):
+                p.grad = None if (step == 2 and j == 2) else g.clone()
+            opt.step() if i == 0 else fused_adam_step(opt)
+        if step == 0:  # state exists now: the direct kernel must not fall back to step()
+            pairs[1][1].step = _no_fallback
+    for a, b in zip(pairs[0][0], pairs[1][0], strict=True):
+        assert torch.equal(a, b)
+    assert not torch.equal(pairs[0][0][0], init[0])

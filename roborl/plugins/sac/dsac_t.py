@@ -64,7 +64,7 @@ import torch
 from torch.nn import functional as F
 
 from roborl.core.actor_critic import SoftActorCritic, SoftActorCriticConfig
-from roborl.core.compile import CompiledCall, fused_adam_kwargs
+from roborl.core.compile import CompiledCall, fused_adam_kwargs, fused_adam_step
 from roborl.core.config import rng
 from roborl.core.interfaces import Batch
 from roborl.core.nn import polyak_update
@@ -290,8 +290,8 @@ class DSACT(SoftActorCritic):
         )  # fmt: skip
         # Parameters without gradients (the actor and log_alpha on critic-only steps) are
         # skipped by Adam, so one optimiser steps the critics every call and the rest on
-        # delayed calls.
-        self.optimizer.step()
+        # delayed calls. `fused_adam_step` is that step without step()'s Python bookkeeping.
+        fused_adam_step(self.optimizer)
         self.sigma_bar.copy_(metrics.pop("_sigma_bar"))
         if with_actor:
             polyak_update(self._target_params, self._params, cfg.tau)

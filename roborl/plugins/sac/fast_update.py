@@ -1,22 +1,26 @@
 """SAC's three gradients derived by hand for ReLU MLPs: the same maths, fewer and larger GEMMs.
 
-Why: at batch 256 with 256x256 networks on a CPU, autograd's SAC update spends about half its
-time outside the GEMMs that bound it (issue 23: 47% of the sgemm bound). Writing the backward
-pass out lets the update
+Why: at batch 256 with 256x256 networks on a CPU, autograd's SAC update reached 47% of its
+sgemm bound (issue 23); the rest went to small ops, graph bookkeeping, twice as many GEMM
+calls as needed and fresh megabyte-sized buffers. Writing the backward pass out lets the update
 
 - run the actor once on [obs; next_obs] (2B rows: one GEMM per layer instead of two) and
-  back-propagate only the first B rows (the next-state half is a target, never differentiated);
-- run the current critics once on [(obs, a); (obs, pi(obs))] (2B rows) and take weight
-  gradients from the first B rows only (the actor loss sees the critics with detached weights)
-  and input gradients from the last B rows only (the actor's action), where autograd needed two
-  forward passes and two backward passes;
+  back-propagate only the first B rows (the next-state half feeds the target, which is never
+  differentiated);
+- run the current critics once on [(obs, a); (obs, pi(obs))] (2B rows) and back-propagate
+  both halves together, taking weight gradients from the first B rows only (the actor loss
+  sees the critics through detached weights) and the input gradient from the last B rows only
+  (the actor's action), where autograd ran two forward and two backward passes;
 - skip the gradients nobody uses (the critic's input gradient for replayed actions, the
-  actor's input gradient) and the autograd graph's bookkeeping.
+  actor's input gradient) and keep the intermediates and gradients in buffers reused from one
+  update to the next (`Workspace`).
 
 The losses and gradients are exactly those of `SAC._losses` (Haarnoja et al. 2018, eqs. 3, 5,
-7 and 18 with the twin-Q min): tests/plugins/test_sac_update_maths.py pins them against a
-plain autograd reference to float tolerance. Used only where it applies (`fast_path_reason`):
-ReLU networks without LayerNorm, one-output critics, not compiled.
+7 and 18 with the twin-Q min; float rounding aside): tests/plugins/test_sac_update_maths.py pins
+both against a float64 reference written from the equations. Used only where it applies
+(`fast_path_reason`): ReLU networks without LayerNorm, one-output critics, not compiled;
+`fast_update=false` keeps the autograd update. benchmarks/update_efficiency.py measures what
+each step bought.
 """
 
 from __future__ import annotations
