@@ -203,6 +203,24 @@ class RunConfig:
     distributed: str | None = field(
         default=None, metadata={"help": "alias of collector=, kept for distributed=ray"}
     )
+    demos: str | None = field(
+        default=None,
+        metadata={
+            "help": "demonstrations (.npz/.hdf5 path or Minari id, e.g. from `roborl demos "
+            "record`) sampled beside online data by the off-policy loop (RLPD)"
+        },
+    )
+    demo_fraction: float = field(
+        default=0.5,
+        metadata=rng(0.0, 1.0, "share of each batch drawn from demos= (round(batch*fraction))"),
+    )
+    reward: str | dict[str, Any] | None = field(
+        default=None,
+        metadata={
+            "help": "a learned reward model (roborl_rewards), e.g. reward=classifier "
+            "reward.path=DIR reward.threshold=0.5 reward.terminate_on_success=true"
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.distributed and self.collector not in ("vector", self.distributed):

@@ -4,6 +4,10 @@
 random actions before that), n-step returns when the config asks for them, as in SAC's and
 stable-baselines3's `OffPolicyAlgorithm`. Where the transitions come from is the collector's
 business (`collector=vector|ray|<plugin>`), so this loop exists once.
+
+With `demos=PATH` every batch takes exactly round(batch_size * demo_fraction) rows from a demo
+buffer and the rest from the online buffer (RLPD's symmetric sampling, `roborl.core.demos`),
+and transitions a person took over (`Chunk.extras["intervened"]`) go to both (HIL-SERL).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import torch
 
 from roborl.core.buffer import ReplayBuffer
 from roborl.core.config import OffPolicyConfig
+from roborl.core.demos import EXTRAS, add_interventions, load_demo_buffer, sample_mixed
 from roborl.core.errors import ConfigError
 from roborl.core.interfaces import Algorithm
 
@@ -43,6 +48,7 @@ def replay_buffer(ctx: TrainContext, algo: Algorithm) -> ReplayBuffer:
         device=ctx.run.buffer_device or ctx.device,
         with_costs=True,
         action_dtype=torch.long if discrete else torch.float32,
+        extras=EXTRAS if ctx.run.demos else None,
     )
 
 
@@ -54,6 +60,10 @@ def offpolicy_loop(ctx: TrainContext) -> Algorithm:
         algo = ctx.build_algorithm(collector.observation_space, collector.action_space)
         buffer = replay_buffer(ctx, algo)
         cfg: OffPolicyConfig = algo.config
+        # Interventions only come from robots: room for them beside the demos there.
+        room = buffer.capacity if ctx.config.get("robot") else 0
+        demos = load_demo_buffer(ctx, algo.observation_space, algo.action_space, room)
+        fraction = run.demo_fraction
         batch_size, n_step, gamma = cfg.batch_size, cfg.n_step, cfg.gamma
         ctx.attach(algo, buffer)
         ctx.resume(algo, buffer)
@@ -70,6 +80,8 @@ def offpolicy_loop(ctx: TrainContext) -> Algorithm:
                 chunk.obs, chunk.actions, chunk.rewards, chunk.next_obs, chunk.terminated,
                 chunk.costs, chunk.extras,
             )  # fmt: skip
+            if demos is not None:
+                add_interventions(demos, chunk)
             ctx.advance(env_steps=n)
             for ret, length, extra in chunk.episodes:
                 ctx.record_episode(ret, length, **extra)
@@ -77,7 +89,11 @@ def offpolicy_loop(ctx: TrainContext) -> Algorithm:
                 debt += run.utd_ratio * n
                 done = 0
                 while debt >= 1.0:
-                    if n_step > 1:
+                    if demos is not None:
+                        batch = sample_mixed(
+                            buffer, demos, batch_size, fraction, ctx.torch_gen, n_step, gamma
+                        )
+                    elif n_step > 1:
                         batch = buffer.sample_nstep(batch_size, n_step, gamma, ctx.torch_gen)
                     else:
                         batch = buffer.sample(batch_size, ctx.torch_gen)

@@ -1,0 +1,1 @@
+"""Learned rewards: a success classifier on camera images and `roborl reward train`."""
