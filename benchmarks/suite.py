@@ -185,15 +185,33 @@ def markdown(report: dict[str, Any]) -> str:
 # -- process helpers ------------------------------------------------------------------------------
 
 
+def _vm_hwm_mb(pid: int) -> float:
+    """The process's peak RSS so far (VmHWM, reset by exec), 0 when it cannot be read."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0.0
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024.0
+    return 0.0
+
+
 def run_process(
     cmd: Sequence[str], cwd: Path | None = None, env: dict[str, str] | None = None, timeout=900
 ) -> tuple[str, float, float]:
-    """Run `cmd` to completion: (stdout, wall seconds, the process's own peak RSS in MB)."""
+    """Run `cmd` to completion: (stdout, wall seconds, the process's own peak RSS in MB).
+
+    The peak is the child's VmHWM, polled while it runs: `ru_maxrss` from wait4 would also
+    count the pages of this (torch-loaded) process that the child held between fork and exec.
+    """
     t0 = time.perf_counter()
+    peak = 0.0
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err)
         deadline = time.monotonic() + timeout
         while True:
+            peak = max(peak, _vm_hwm_mb(proc.pid))
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
@@ -209,7 +227,7 @@ def run_process(
         stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd[:6])}... exited {proc.returncode}:\n{stderr[-3000:]}")
-    return stdout, wall, usage.ru_maxrss / 1024.0
+    return stdout, wall, peak or usage.ru_maxrss / 1024.0
 
 
 def last_json(stdout: str) -> dict[str, Any]:

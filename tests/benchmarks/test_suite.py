@@ -117,3 +117,15 @@ def test_present_peer_is_used_without_cloning(suite: ModuleType, tmp_path: Path)
     (tmp_path / "CORL" / "algorithms").mkdir(parents=True)
     path, how = suite.peer_checkout("CORL", tmp_path)
     assert path == tmp_path / "CORL" and how == "present"
+
+
+def test_peak_rss_is_the_child_own(suite: ModuleType) -> None:
+    """A contender's peak RSS is its own, not the (torch-loaded) parent's pages at fork."""
+    import torch  # noqa: F401  (the parent holds torch, hundreds of MB, as the suite does)
+
+    code = (
+        "import time; b = bytearray(60 * 2**20); b[::4096] = b'x' * len(b[::4096]); time.sleep(0.3)"
+    )
+    out, wall, rss = suite.run_process([sys.executable, "-c", code + "; print('ok')"])
+    assert out.strip() == "ok" and wall > 0.3
+    assert 60 <= rss < 160
