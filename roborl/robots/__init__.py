@@ -35,6 +35,7 @@ def roborl_robots() -> dict[str, Any]:
 
 @hookimpl
 def roborl_cli_commands() -> dict[str, Any]:
+    from roborl.robots.actor_learner.actor import actor_cmd
     from roborl.robots.deploy import deploy_cmd
     from roborl.robots.scripted_human import scripted_human_cmd
     from roborl.robots.sim_robot import sim_robot_cmd
@@ -43,6 +44,7 @@ def roborl_cli_commands() -> dict[str, Any]:
         "sim-robot": sim_robot_cmd,
         "deploy": deploy_cmd,
         "scripted-human": scripted_human_cmd,
+        "actor": actor_cmd,
     }
 
 
@@ -57,7 +59,14 @@ def _robot_collector(ctx: Any) -> Any:
     return RobotCollector(ctx)
 
 
+def _actor_learner_collector(ctx: Any) -> Any:
+    from roborl.robots.actor_learner.learner import ActorLearnerCollector
+
+    return ActorLearnerCollector(ctx)
+
+
 @hookimpl
 def roborl_collectors() -> dict[str, Any]:
-    """`robot`: whole episodes, updates while the robot holds (the default with robot=)."""
-    return {"robot": _robot_collector}
+    """`robot`: whole episodes, updates while the robot holds (the default with robot=);
+    `actor_learner`: an actor process at the control rate, this process learns."""
+    return {"robot": _robot_collector, "actor_learner": _actor_learner_collector}

@@ -1,0 +1,309 @@
+"""`roborl actor`: the robot-side process of `collector=actor_learner`.
+
+It owns the robot env (driver + safety layer) and runs the policy at the control rate, one
+`env.step` per tick, with nothing between two ticks but inference, a non-blocking send of the
+finished transitions and, when new weights arrived, loading them. It never computes a gradient.
+It keeps acting with its last weights while the learner is slow, gone or restarting: sends
+never block (ZeroMQ queues up to `send_hwm` chunks, then the actor drops and counts them) and
+the sockets reconnect by themselves when a learner binds the address again.
+
+Before the first weights arrive it draws uniform random actions (the learner's
+`learning_starts` phase). Every ~second it prints a JSON `actor_stats` event on stdout and
+sends the same figures to the learner, which writes them to `<run_dir>/actor/metrics.jsonl`:
+achieved control rate, tick period and policy latency p50/p99 (latency = from an observation
+handed out to the next command's `step` call: inference, sends, weight loads).
+
+    roborl actor config=<run_dir>/actor/config.json learner=HOST:PORT [log_dir=DIR]
+
+The learner writes `config.json` (the run's config) and starts this command itself for a local
+run; on a robot machine start it by hand with the learner's address.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from roborl.core.errors import ConfigError, RobotError
+from roborl.core.loops.collectors import Chunk
+from roborl.core.obs import add_batch_axis, stack_obs
+from roborl.core.spaces import space_to_dict
+from roborl.robots.actor_learner import wire
+from roborl.robots.nodes import emit_event, guard_command
+
+STATS_EVERY_S = 1.0
+
+
+def parse_args(argv: list[str]) -> dict[str, str]:
+    opts = {"config": "", "learner": "127.0.0.1:5555", "log_dir": "", "send_every": "10"}
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if not sep or key not in opts:
+            raise ConfigError(
+                f"roborl actor: unknown argument {arg!r}; expected config=PATH learner=HOST:PORT "
+                "[log_dir=DIR] [send_every=STEPS]."
+            )
+        opts[key] = value
+    if not opts["config"]:
+        raise ConfigError(
+            "roborl actor needs config=PATH (the learner's <run_dir>/actor/config.json)."
+        )
+    return opts
+
+
+def learner_endpoints(address: str) -> tuple[str, str]:
+    """(transitions endpoint, weights endpoint) of a learner at HOST:PORT (weights: PORT+1)."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"learner={address!r}: expected HOST:PORT, e.g. 127.0.0.1:5555.")
+    return f"tcp://{host}:{port}", f"tcp://{host}:{int(port) + 1}"
+
+
+class Latency:
+    """Samples since the last report; percentiles in milliseconds."""
+
+    def __init__(self) -> None:
+        self.values: list[float] = []
+
+    def add(self, seconds: float) -> None:
+        self.values.append(seconds)
+
+    def take(self, name: str) -> dict[str, float]:
+        if not self.values:
+            return {}
+        ms = np.asarray(self.values) * 1e3
+        self.values = []
+        return {
+            f"{name}_p50_ms": float(np.percentile(ms, 50)),
+            f"{name}_p99_ms": float(np.percentile(ms, 99)),
+            f"{name}_max_ms": float(ms.max()),
+        }
+
+
+class Actor:
+    """The control loop; see the module docstring."""
+
+    def __init__(self, cfg: dict[str, Any], learner: str, send_every: int, log_dir: str) -> None:
+        import zmq
+
+        from roborl.core.algorithms import build_algorithm
+        from roborl.core.envs import make_env
+        from roborl.core.plugins import get_host
+
+        torch.set_num_threads(1)
+        self.cfg = cfg
+        self.seed = int(cfg.get("seed", 0))
+        host = get_host((cfg.get("plugins") or {}).get("disable") or [])
+        self.env = make_env(host.registry, cfg, seed=self.seed)
+        self.obs_space, self.act_space = self.env.observation_space, self.env.action_space
+        self.algo = build_algorithm(host, cfg["algo"], self.obs_space, self.act_space, "cpu")
+        self.rate_hz = float(getattr(self.env.unwrapped, "rate_hz", 0.0))
+        self.send_every = max(1, send_every)
+        self.version = -1
+        self.digest = self._digest()
+        push_at, weights_at = learner_endpoints(learner)
+        self.zmq = zmq
+        self.ctx = zmq.Context()
+        self.push = self.ctx.socket(zmq.PUSH)
+        self.push.setsockopt(zmq.SNDHWM, 1000)
+        self.push.setsockopt(zmq.LINGER, 0)
+        self.push.connect(push_at)
+        self.sub = self.ctx.socket(zmq.SUB)
+        self.sub.setsockopt(zmq.CONFLATE, 1)  # only the newest weights matter
+        self.sub.setsockopt(zmq.SUBSCRIBE, b"")
+        self.sub.setsockopt(zmq.LINGER, 0)
+        self.sub.connect(weights_at)
+        self.log_file = None
+        if log_dir:
+            Path(log_dir).mkdir(parents=True, exist_ok=True)
+            self.log_file = open(Path(log_dir) / "actor_stats.jsonl", "a")  # noqa: SIM115
+        self.stop = False
+        self.totals = {"steps": 0, "episodes": 0, "sent": 0, "dropped": 0, "weight_loads": 0}
+
+    # -- messages ------------------------------------------------------------------------------
+
+    def _send(self, kind: bytes, payload: bytes) -> bool:
+        try:
+            self.push.send_multipart([kind, payload], flags=self.zmq.NOBLOCK, copy=False)
+            return True
+        except self.zmq.Again:  # the learner is gone or far behind: never wait for it
+            return False
+
+    def _poll_weights(self) -> float:
+        """Load the newest weights if some arrived; returns the seconds it took."""
+        try:
+            payload = self.sub.recv(flags=self.zmq.NOBLOCK)
+        except self.zmq.Again:
+            return 0.0
+        t0 = time.perf_counter()
+        tensors, version = wire.decode_weights(payload)
+        if version != self.version:
+            self.algo.load_state_dict(wire.merged_state(self.algo.state_dict(), tensors))
+            self.version = version
+            self.digest = self._digest()
+            self.totals["weight_loads"] += 1
+        return time.perf_counter() - t0
+
+    def _flush(self, rows: dict[str, list[Any]], episodes: list) -> None:
+        if not rows["rew"]:
+            return
+        chunk = Chunk(
+            stack_obs(rows["obs"]),
+            np.asarray(rows["act"], dtype=self.act_space.dtype),
+            np.asarray(rows["rew"], np.float32),
+            stack_obs(rows["next"]),
+            np.asarray(rows["term"], np.float32),
+            None,
+            [(r, n, {}) for r, n in episodes],
+            {"intervened": np.asarray(rows["human"], bool)},
+        )
+        if self._send(wire.CHUNK, wire.encode_chunk(chunk, self.version)):
+            self.totals["sent"] += len(chunk)
+        else:
+            self.totals["dropped"] += len(chunk)
+        for value in rows.values():
+            value.clear()
+        episodes.clear()
+
+    def _report(self, stats: dict[str, float]) -> None:
+        status = {
+            "pid": os.getpid(),
+            "rate_hz_target": self.rate_hz,
+            "weights_version": self.version,
+            "policy_digest": self.digest,
+            "spaces": {
+                "observation": space_to_dict(self.obs_space),
+                "action": space_to_dict(self.act_space),
+            },
+            "metrics": {**stats, **{k: float(v) for k, v in self.totals.items()}},
+        }
+        self._send(wire.STATUS, wire.encode_status(status))
+        event = {"event": "actor_stats", "time": time.time(), **status["metrics"]}
+        event["weights_version"] = self.version
+        emit_event(**event)
+        if self.log_file is not None:
+            self.log_file.write(json.dumps(event) + "\n")
+            self.log_file.flush()
+
+    def _digest(self) -> str:
+        """A short hash of the acting policy's tensors: shows when new weights took effect."""
+        h = hashlib.blake2b(digest_size=8)
+        for key, value in sorted(wire.policy_tensors(self.algo.state_dict()).items()):
+            h.update(key.encode())
+            h.update(value.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy())
+        return h.hexdigest()
+
+    # -- the control loop ----------------------------------------------------------------------
+
+    def run(self) -> None:
+        env, space = self.env, self.act_space
+        space.seed(self.seed)
+        rng = np.random.default_rng(self.seed)
+        keys = ("obs", "act", "rew", "next", "term", "human")
+        rows: dict[str, list[Any]] = {k: [] for k in keys}
+        episodes: list[tuple[float, int]] = []
+        periods, latency = Latency(), Latency()
+        window_steps, window_time = 0, 0.0
+        self._report({})
+        emit_event(event="actor_start", pid=os.getpid(), rate_hz=self.rate_hz)
+        last_report = time.monotonic()
+        seed: int | None = self.seed
+        while not self.stop:
+            obs, _ = env.reset(seed=seed)
+            seed = None
+            ret, length, t_prev = 0.0, 0, None
+            while not self.stop:
+                t_obs = time.perf_counter()
+                if self.version < 0:
+                    action = rng.uniform(space.low, space.high).astype(space.dtype)
+                else:
+                    action = np.asarray(self.algo.act(add_batch_axis(obs), deterministic=False))[0]
+                if len(rows["rew"]) >= self.send_every:
+                    self._flush(rows, episodes)
+                self._poll_weights()
+                latency.add(time.perf_counter() - t_obs)
+                next_obs, reward, terminated, truncated, info = env.step(action)
+                t_now = time.perf_counter()
+                if t_prev is not None:
+                    periods.add(t_now - t_prev)
+                    window_steps, window_time = window_steps + 1, window_time + (t_now - t_prev)
+                t_prev = t_now
+                executed = info.get("executed_action")
+                if executed is not None:  # what the robot did (a person's command, clamped)
+                    action = np.asarray(executed, dtype=space.dtype)
+                values = (obs, action, reward, next_obs, terminated, info.get("intervened", 0))
+                for key, value in zip(keys, values):
+                    rows[key].append(value)
+                ret, length = ret + float(reward), length + 1
+                self.totals["steps"] += 1
+                obs = next_obs
+                if time.monotonic() - last_report >= STATS_EVERY_S:
+                    stats = {**periods.take("period"), **latency.take("latency")}
+                    if window_time > 0:
+                        stats["rate_hz"] = window_steps / window_time
+                        stats["window_steps"], stats["window_s"] = window_steps, window_time
+                    window_steps, window_time = 0, 0.0
+                    self._report(stats)
+                    last_report = time.monotonic()
+                if terminated or truncated:
+                    episodes.append((ret, length))
+                    self.totals["episodes"] += 1
+                    break
+            self._flush(rows, episodes)  # the episode's tail goes before the reset routine
+
+    def close(self) -> None:
+        try:
+            self.env.close()  # the robot holds
+        finally:
+            self.push.close(0)
+            self.sub.close(0)
+            self.ctx.term()
+            if self.log_file is not None:
+                self.log_file.close()
+
+
+def actor_main(argv: list[str]) -> int:
+    """Run the actor of a `collector=actor_learner` run beside the robot."""
+    if any(a in ("-h", "--help") for a in argv):
+        print(__doc__)
+        return 0
+    opts = parse_args(argv)
+    try:
+        payload = json.loads(Path(opts["config"]).read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"roborl actor: cannot read config={opts['config']!r} ({exc}).") from exc
+    cfg = payload.get("config") if isinstance(payload, dict) else None
+    if not isinstance(cfg, dict) or not cfg.get("robot") or not cfg.get("algo"):
+        raise ConfigError(
+            f"{opts['config']}: expected {{'config': <run config with robot and algo>}}."
+        )
+    actor = Actor(cfg, opts["learner"], int(opts["send_every"]), opts["log_dir"])
+
+    def on_signal(signum: int, frame: Any) -> None:
+        actor.stop = True
+
+    signal.signal(signal.SIGTERM, on_signal)  # Ctrl-C keeps the env's handler: e-stop first
+    try:
+        actor.run()
+    except RobotError as exc:
+        emit_event(event="actor_error", error=str(exc))
+        raise
+    finally:
+        emit_event(event="actor_stop", **actor.totals)
+        actor.close()
+        sys.stdout.flush()
+    return 0
+
+
+actor_cmd = guard_command(
+    actor_main, "actor", "run a policy on the robot for a collector=actor_learner learner"
+)
