@@ -15,6 +15,7 @@ import gymnasium as gym
 
 from roborl.core.errors import ConfigError, did_you_mean
 from roborl.core.plugins import Registry
+from roborl.core.rewards import with_learned_reward
 
 
 def _gym_ids() -> list[str]:
@@ -83,7 +84,7 @@ def make_env(registry: Registry, cfg: Mapping[str, Any], seed: int | None = None
         maker = robot_factory(registry, robot_cfg)
     else:
         maker = env_factory(registry, cfg["env"])
-    env = gym.wrappers.RecordEpisodeStatistics(maker())
+    env = gym.wrappers.RecordEpisodeStatistics(with_learned_reward(registry, cfg, maker)())
     if seed is not None:
         env.action_space.seed(seed)
     return env
@@ -100,7 +101,7 @@ def make_vec_env(
     else:
         makers = [env_factory(registry, cfg["env"])] * num_envs
     vec_cls = gym.vector.AsyncVectorEnv if mode == "async" else gym.vector.SyncVectorEnv
-    with_stats = [_with_episode_statistics(m) for m in makers]
+    with_stats = [_with_episode_statistics(with_learned_reward(registry, cfg, m)) for m in makers]
     return vec_cls(with_stats, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
 
 

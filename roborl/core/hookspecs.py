@@ -6,7 +6,7 @@ names to things; event hooks observe a run. pluggy checks every implementation's
 against these specs when the plugin is registered, so a typo is reported with the plugin's name.
 
 Version 2 (issue 18): a loop is ``loop(ctx: TrainContext)`` (it was ``loop(runner, ckpt)``),
-`Algorithm.loop` names it, and `roborl_collectors` was added.
+`Algorithm.loop` names it, and `roborl_collectors` was added. 2.1 (issue 20): `roborl_rewards`.
 
 Versioning: the major number changes when a hook is removed or its arguments change; a plugin
 may declare ``ROBORL_HOOKSPEC_VERSION = "2"`` and is refused (with its name) on a mismatch.
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from roborl.core.loops.collectors import Collector
 
 PROJECT_NAME = "roborl"
-HOOKSPEC_VERSION = "2.0"
+HOOKSPEC_VERSION = "2.1"
 
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
@@ -84,6 +84,14 @@ def roborl_collectors() -> Mapping[str, Callable[[TrainContext], Collector]]:
 
 
 @hookspec
+def roborl_rewards() -> Mapping[str, Callable[..., Any]]:
+    """Reward models by name (`reward=`): ``factory(**options) -> RewardModel``, where the
+    options are the `reward.*` keys other than the wrapper's (`roborl.core.rewards`) and the
+    model maps one observation to ``(reward, success)``. The run wraps every env (sim or
+    `robot=`) in `roborl.core.rewards.LearnedReward` with it."""
+
+
+@hookspec
 def roborl_cli_commands() -> Mapping[str, Callable[[list[str]], int]]:
     """Extra `roborl <command>` subcommands: ``fn(argv) -> exit code``."""
 
@@ -120,4 +128,5 @@ PROVIDER_HOOKS = {
     "roborl_cli_commands": "commands",
     "roborl_loops": "loops",
     "roborl_collectors": "collectors",
+    "roborl_rewards": "rewards",
 }

@@ -51,6 +51,7 @@ class Registry:
     commands: dict[str, Any] = field(default_factory=dict)
     loops: dict[str, Any] = field(default_factory=dict)
     collectors: dict[str, Any] = field(default_factory=dict)
+    rewards: dict[str, Any] = field(default_factory=dict)
     owners: dict[tuple[str, str], str] = field(default_factory=dict)
     # (kind, name) -> every plugin that registered it, when more than one did.
     conflicts: dict[tuple[str, str], list[str]] = field(default_factory=dict)
@@ -206,7 +207,8 @@ class PluginHost:
                         f"{owner}: {kind[:-1]} {name!r} is {obj!r}, not a subclass of "
                         f"{base.__module__}.{base.__name__}"
                     )
-        for kind in ("envs", "robots", "dataset_sources", "commands", "loops", "collectors"):
+        kinds = ("envs", "robots", "dataset_sources", "commands", "loops", "collectors", "rewards")
+        for kind in kinds:
             for name, obj in getattr(self.registry, kind).items():
                 if not callable(obj):
                     owner = self.registry.owners[(kind, name)]
