@@ -295,19 +295,20 @@ def main() -> None:
         "sb3": stable_baselines3.__version__,
         "runs": [],
     }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
     for t in threads:
         res = measure(t, rounds, block)
         result["runs"].append(res)
         for name, c in res["contenders"].items():
             print(
-                f"threads={t} {name:14s} {c['updates_per_s_median']:7.1f} upd/s "
+                f"threads={t} {name:16s} {c['updates_per_s_median']:7.1f} upd/s "
                 f"{c['pct_of_sgemm_bound_median']:5.1f}% of bound  x{c['ratio_to_sb3_median']:.2f} SB3",
                 flush=True,
             )
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
-    out.with_suffix(".md").write_text(markdown(result))
+        # Written after every thread count, so a long run that is stopped keeps what it has.
+        out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
+        out.with_suffix(".md").write_text(markdown(result))
     print(f"wrote {out.with_suffix('.json')} and {out.with_suffix('.md')}")
 
 
