@@ -1,0 +1,235 @@
+"""`collector=actor_learner` end to end over ROS 2 on loopback: `sim-robot` plays the robot, the
+learner (`roborl train`) starts `roborl actor` as a separate process, transitions flow to the
+learner over ZeroMQ and weights back; the actor outlives a killed learner and a resumed learner
+takes it over.
+
+Marked serial: one test asserts the actor's achieved control rate (issue 21 requires it within
+5% of the target while the learner trains), which a second test process would disturb.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from roborl.core.checkpoint import load_checkpoint
+
+pytestmark = pytest.mark.serial
+
+RATE_HZ = 50
+
+
+def _free_port() -> int:
+    """A port pair (p, p+1) that is free on loopback now."""
+    for _ in range(50):
+        with socket.socket() as a, socket.socket() as b:
+            a.bind(("127.0.0.1", 0))
+            port = a.getsockname()[1]
+            try:
+                b.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port pair")
+
+
+def _train_args(run_dir: Path, port: int, total: int, **extra: str) -> list[str]:
+    args = {
+        "algo": "sac",
+        "algo.hidden_sizes": "[16,16]",
+        "algo.batch_size": "64",
+        "robot": "ros2",
+        "robot.transport": "dds",
+        "robot.rate_hz": str(RATE_HZ),
+        "robot.connect_timeout_s": "60",
+        "robot.max_episode_steps": "50",
+        "robot.terminate": "{}",  # fixed-length episodes: fewer resets, a shorter test
+        "collector": "actor_learner",
+        "actor_learner.port": str(port),
+        "actor_learner.sync_every": "20",
+        "actor_learner.timeout_s": "120",
+        "total_steps": str(total),
+        "learning_starts": "64",
+        "eval_every": "0",
+        "log_every": "50",
+        "checkpoint_every": "100",
+        "progress": "false",
+        "hydra.run.dir": str(run_dir),
+        **extra,
+    }
+    return [
+        sys.executable,
+        "-m",
+        "roborl.core.cli",
+        "train",
+        *(f"{k}={v}" for k, v in args.items()),
+    ]
+
+
+def _sim_robot(nodes, ros_env):
+    sim = nodes(
+        ["sim-robot", "env=inverted_pendulum", "transport=dds", "rate_hz=100", "on_terminate=hold"],
+        ros_env,
+    )
+    sim.wait_event("sim_robot_start", 90.0)
+    return sim
+
+
+def _rows(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:  # a line being written right now
+            pass
+    return rows
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_transitions_and_weights_flow_at_the_control_rate(ros_env, nodes, tmp_path) -> None:
+    """The learner's buffer holds the actor's transitions, the actor's policy takes the
+    learner's weights, and the actor keeps its control rate while the learner trains."""
+    _sim_robot(nodes, ros_env)
+    run_dir = tmp_path / "run"
+    total = 300
+    train = subprocess.run(
+        _train_args(run_dir, _free_port(), total),
+        env=ros_env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert train.returncode == 0, train.stderr[-3000:] + _log(run_dir)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["steps"] == total and summary["status"] == "finished"
+    assert summary["updates"] > 0 and summary["episodes"] >= 1
+
+    # Transitions arrived in the learner's buffer: real robot states, actions in range, the
+    # intervention flag carried along.
+    ckpt = load_checkpoint(run_dir / "checkpoints" / "last.pt")
+    buf = ckpt["buffer"]
+    assert int(buf["size"]) == total
+    obs = np.asarray(buf["obs"][:total])
+    assert obs.shape == (total, 4) and np.isfinite(obs).all() and np.abs(obs).sum() > 0
+    acts = np.asarray(buf["actions"][:total])
+    assert np.abs(acts).max() <= 3.0 + 1e-6 and acts.std() > 0
+
+    # Weights reached the actor: its acting policy changed after weight loads, and the last
+    # version it acted with came from an update count the learner reached.
+    actor_rows = _rows(run_dir / "actor" / "metrics.jsonl")
+    assert actor_rows, _log(run_dir)
+    digests = {r["policy_digest"] for r in actor_rows}
+    assert len(digests) >= 2, actor_rows
+    assert max(r["weights_version"] for r in actor_rows) > 0
+    assert actor_rows[-1]["weight_loads"] >= 1
+    assert {r["pid"] for r in actor_rows} != {os.getpid()}  # a separate process
+    rows = _rows(run_dir / "metrics.jsonl")
+    assert any("actor/rate_hz" in r for r in rows)
+    assert any(r.get("actor/weight_pushes", 0) >= 1 for r in rows)
+
+    # The actor's achieved control rate while the learner trained (updates > 0): steps over
+    # stepping time, summed over the status windows (reset routines excluded).
+    training = [r for r in actor_rows if r["updates"] > 0 and r.get("window_s")]
+    assert training, actor_rows
+    steps = sum(r["window_steps"] for r in training)
+    seconds = sum(r["window_s"] for r in training)
+    assert steps >= 50, training
+    assert abs(steps / seconds / RATE_HZ - 1.0) < 0.05, (steps / seconds, training)
+
+
+def _log(run_dir: Path) -> str:
+    path = run_dir / "actor" / "actor.log"
+    return "\nactor.log:\n" + path.read_text()[-3000:] if path.is_file() else ""
+
+
+def _wait(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_actor_outlives_a_killed_learner_and_a_resumed_learner_takes_over(
+    ros_env, nodes, tmp_path
+) -> None:
+    _sim_robot(nodes, ros_env)
+    run_dir = tmp_path / "run"
+    port = _free_port()
+    err = tmp_path / "learner.err"
+    with open(err, "w") as err_file:  # a file, not a pipe nobody drains while it runs
+        learner = subprocess.Popen(
+            _train_args(run_dir, port, 100_000),
+            env=ros_env, stdout=subprocess.DEVNULL, stderr=err_file,
+        )  # fmt: skip
+    stats = run_dir / "actor" / "actor_stats.jsonl"
+    actor_pid = None
+    try:
+        # Wait for a checkpoint and for the actor to act with the learner's weights.
+        ckpt_path = run_dir / "checkpoints" / "last.pt"
+        _wait(
+            lambda: (
+                (ckpt_path.is_file() and any(r["weights_version"] > 0 for r in _rows(stats)))
+                or learner.poll() is not None
+            ),
+            150,
+            "a checkpoint and weights at the actor",
+        )
+        assert learner.poll() is None, err.read_text()[-3000:] + _log(run_dir)
+        actor_pid = int((run_dir / "actor" / "actor.pid").read_text())
+        learner.send_signal(signal.SIGKILL)
+        learner.wait(timeout=30)
+        killed_at = time.time()
+        before = load_checkpoint(ckpt_path)["runner"]
+        version_at_kill = max(r["weights_version"] for r in _rows(stats))
+
+        # The actor keeps stepping the robot with its last weights, learner gone.
+        def stepped_after_kill() -> bool:
+            later = [r for r in _rows(stats) if r["time"] > killed_at + 1.0]
+            return len(later) >= 2 and later[-1]["steps"] > later[0]["steps"]
+
+        _wait(stepped_after_kill, 30, "actor steps after the learner was killed")
+        assert _alive(actor_pid)
+        assert max(r["weights_version"] for r in _rows(stats)) == version_at_kill
+
+        # A learner resumed from the checkpoint adopts the running actor (no second driver),
+        # which reconnects, sends transitions and takes the resumed learner's weights.
+        # It first receives the transitions the actor queued while no learner listened, then
+        # fresh ones: run long enough past those that weight pushes reach the actor.
+        target = int(max(r["steps"] for r in _rows(stats))) + 150
+        resumed = subprocess.run(
+            [sys.executable, "-m", "roborl.core.cli", "resume", f"run_dir={run_dir}",
+             f"total_steps={target}"],
+            env=ros_env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert resumed.returncode == 0, resumed.stderr[-3000:] + _log(run_dir)
+        summary = json.loads((run_dir / "summary.json").read_text())
+        assert summary["steps"] == target and summary["status"] == "finished"
+        assert summary["updates"] > int(before["updates"])
+        after = _rows(stats)
+        assert {r.get("pid") for r in _rows(run_dir / "actor" / "metrics.jsonl")} == {actor_pid}
+        assert max(r["weights_version"] for r in after) > version_at_kill
+        # The resumed learner's orderly end stopped the actor it adopted.
+        _wait(lambda: not _alive(actor_pid), 40, "the adopted actor to stop")
+    finally:
+        if learner.poll() is None:
+            learner.kill()
+            learner.wait()
+        if actor_pid is not None and _alive(actor_pid):
+            os.kill(actor_pid, signal.SIGKILL)
