@@ -104,54 +104,6 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def test_transitions_and_weights_flow_at_the_control_rate(ros_env, nodes, tmp_path) -> None:
-    """The learner's buffer holds the actor's transitions, the actor's policy takes the
-    learner's weights, and the actor keeps its control rate while the learner trains."""
-    _sim_robot(nodes, ros_env)
-    run_dir = tmp_path / "run"
-    total = 300
-    train = subprocess.run(
-        _train_args(run_dir, _free_port(), total),
-        env=ros_env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert train.returncode == 0, train.stderr[-3000:] + _log(run_dir)
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["steps"] == total and summary["status"] == "finished"
-    assert summary["updates"] > 0 and summary["episodes"] >= 1
-
-    # Transitions arrived in the learner's buffer: real robot states, actions in range, the
-    # intervention flag carried along.
-    ckpt = load_checkpoint(run_dir / "checkpoints" / "last.pt")
-    buf = ckpt["buffer"]
-    assert int(buf["size"]) == total
-    obs = np.asarray(buf["obs"][:total])
-    assert obs.shape == (total, 4) and np.isfinite(obs).all() and np.abs(obs).sum() > 0
-    acts = np.asarray(buf["actions"][:total])
-    assert np.abs(acts).max() <= 3.0 + 1e-6 and acts.std() > 0
-
-    # Weights reached the actor: its acting policy changed after weight loads, and the last
-    # version it acted with came from an update count the learner reached.
-    actor_rows = _rows(run_dir / "actor" / "metrics.jsonl")
-    assert actor_rows, _log(run_dir)
-    digests = {r["policy_digest"] for r in actor_rows}
-    assert len(digests) >= 2, actor_rows
-    assert max(r["weights_version"] for r in actor_rows) > 0
-    assert actor_rows[-1]["weight_loads"] >= 1
-    assert {r["pid"] for r in actor_rows} != {os.getpid()}  # a separate process
-    rows = _rows(run_dir / "metrics.jsonl")
-    assert any("actor/rate_hz" in r for r in rows)
-    assert any(r.get("actor/weight_pushes", 0) >= 1 for r in rows)
-
-    # The actor's achieved control rate while the learner trained (updates > 0): steps over
-    # stepping time, summed over the status windows (reset routines excluded).
-    training = [r for r in actor_rows if r["updates"] > 0 and r.get("window_s")]
-    assert training, actor_rows
-    steps = sum(r["window_steps"] for r in training)
-    seconds = sum(r["window_s"] for r in training)
-    assert steps >= 50, training
-    assert abs(steps / seconds / RATE_HZ - 1.0) < 0.05, (steps / seconds, training)
-
-
 def _log(run_dir: Path) -> str:
     path = run_dir / "actor" / "actor.log"
     return "\nactor.log:\n" + path.read_text()[-3000:] if path.is_file() else ""
@@ -166,40 +118,73 @@ def _wait(predicate, timeout: float, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_actor_outlives_a_killed_learner_and_a_resumed_learner_takes_over(
-    ros_env, nodes, tmp_path
-) -> None:
+def _training_windows(rows: list[dict]) -> tuple[float, float]:
+    """(steps, seconds) of the actor's stepping while the learner had trained (updates > 0),
+    summed over its status windows (reset routines excluded)."""
+    training = [r for r in rows if r["updates"] > 0 and r.get("window_s")]
+    return sum(r["window_steps"] for r in training), sum(r["window_s"] for r in training)
+
+
+def test_actor_learner_end_to_end(ros_env, nodes, tmp_path) -> None:
+    """One run's life (one test: each process start costs seconds on a loaded machine):
+    the learner's buffer fills with the actor's transitions, the actor's policy takes the
+    learner's weights at the control rate, the actor outlives the learner's SIGKILL, and a
+    learner resumed from the checkpoint adopts it."""
     _sim_robot(nodes, ros_env)
     run_dir = tmp_path / "run"
-    port = _free_port()
     err = tmp_path / "learner.err"
     with open(err, "w") as err_file:  # a file, not a pipe nobody drains while it runs
         learner = subprocess.Popen(
-            _train_args(run_dir, port, 100_000),
+            _train_args(run_dir, _free_port(), 100_000),
             env=ros_env, stdout=subprocess.DEVNULL, stderr=err_file,
         )  # fmt: skip
-    stats = run_dir / "actor" / "actor_stats.jsonl"
+    stats = run_dir / "actor" / "actor_stats.jsonl"  # the actor's own log
+    received = run_dir / "actor" / "metrics.jsonl"  # its statuses as the learner got them
+    ckpt_path = run_dir / "checkpoints" / "last.pt"
     actor_pid = None
     try:
-        # Wait for a checkpoint and for the actor to act with the learner's weights.
-        ckpt_path = run_dir / "checkpoints" / "last.pt"
-        _wait(
-            lambda: (
-                (ckpt_path.is_file() and any(r["weights_version"] > 0 for r in _rows(stats)))
-                or learner.poll() is not None
-            ),
-            150,
-            "a checkpoint and weights at the actor",
-        )
+        # Train until a checkpoint exists, the actor acted with new weights, and it stepped
+        # a few seconds while the learner trained.
+        def trained() -> bool:
+            rows = _rows(received)
+            return (
+                ckpt_path.is_file()
+                and len({r["policy_digest"] for r in rows}) >= 2
+                and _training_windows(rows)[0] >= 4 * RATE_HZ
+            )
+
+        _wait(lambda: trained() or learner.poll() is not None, 200, "training at the actor")
         assert learner.poll() is None, err.read_text()[-3000:] + _log(run_dir)
         actor_pid = int((run_dir / "actor" / "actor.pid").read_text())
+        assert actor_pid not in (os.getpid(), learner.pid)  # a process of its own
+
+        # The actor's achieved control rate while the learner trained: within 5% (issue 21).
+        steps, seconds = _training_windows(_rows(received))
+        assert abs(steps / seconds / RATE_HZ - 1.0) < 0.05, (steps, seconds)
+
+        # Transitions arrived in the learner's buffer: real robot states (pendulum joint
+        # positions and velocities), actions within the safety bounds.
+        ckpt = load_checkpoint(ckpt_path)
+        buf, n = ckpt["buffer"], int(ckpt["runner"]["step"])
+        assert int(buf["size"]) == n >= 100
+        obs = np.asarray(buf["obs"][:n])
+        assert obs.shape == (n, 4) and np.isfinite(obs).all() and np.abs(obs).sum() > 0
+        acts = np.asarray(buf["actions"][:n])
+        assert np.abs(acts).max() <= 3.0 + 1e-6 and acts.std() > 0
+        assert ckpt["runner"]["updates"] > 0
+
+        # Weights reached the actor: its acting policy's digest changed with a weight load
+        # whose version is an update count of the learner.
+        rows = _rows(received)
+        assert max(r["weights_version"] for r in rows) > 0 and rows[-1]["weight_loads"] >= 1
+
+        # SIGKILL the learner: the actor keeps stepping the robot with its last weights.
         learner.send_signal(signal.SIGKILL)
         learner.wait(timeout=30)
         killed_at = time.time()
         before = load_checkpoint(ckpt_path)["runner"]
         version_at_kill = max(r["weights_version"] for r in _rows(stats))
 
-        # The actor keeps stepping the robot with its last weights, learner gone.
         def stepped_after_kill() -> bool:
             later = [r for r in _rows(stats) if r["time"] > killed_at + 1.0]
             return len(later) >= 2 and later[-1]["steps"] > later[0]["steps"]
@@ -208,10 +193,9 @@ def test_actor_outlives_a_killed_learner_and_a_resumed_learner_takes_over(
         assert _alive(actor_pid)
         assert max(r["weights_version"] for r in _rows(stats)) == version_at_kill
 
-        # A learner resumed from the checkpoint adopts the running actor (no second driver),
-        # which reconnects, sends transitions and takes the resumed learner's weights.
-        # It first receives the transitions the actor queued while no learner listened, then
-        # fresh ones: run long enough past those that weight pushes reach the actor.
+        # A learner resumed from the checkpoint adopts the running actor (no second driver);
+        # the actor reconnects, sends transitions (first those it queued while no learner
+        # listened) and takes the resumed learner's weights.
         target = int(max(r["steps"] for r in _rows(stats))) + 150
         resumed = subprocess.run(
             [sys.executable, "-m", "roborl.core.cli", "resume", f"run_dir={run_dir}",
@@ -222,9 +206,8 @@ def test_actor_outlives_a_killed_learner_and_a_resumed_learner_takes_over(
         summary = json.loads((run_dir / "summary.json").read_text())
         assert summary["steps"] == target and summary["status"] == "finished"
         assert summary["updates"] > int(before["updates"])
-        after = _rows(stats)
-        assert {r.get("pid") for r in _rows(run_dir / "actor" / "metrics.jsonl")} == {actor_pid}
-        assert max(r["weights_version"] for r in after) > version_at_kill
+        assert {r["pid"] for r in _rows(received)} == {actor_pid}
+        assert max(r["weights_version"] for r in _rows(stats)) > version_at_kill
         # The resumed learner's orderly end stopped the actor it adopted.
         _wait(lambda: not _alive(actor_pid), 40, "the adopted actor to stop")
     finally:

@@ -110,6 +110,7 @@ class Actor:
         self.send_every = max(1, send_every)
         self.version = -1
         self.digest = self._digest()
+        self._warm_up()
         push_at, weights_at = learner_endpoints(learner)
         self.zmq = zmq
         self.ctx = zmq.Context()
@@ -128,6 +129,15 @@ class Actor:
             self.log_file = open(Path(log_dir) / "actor_stats.jsonl", "a")  # noqa: SIM115
         self.stop = False
         self.totals = {"steps": 0, "episodes": 0, "sent": 0, "dropped": 0, "weight_loads": 0}
+
+    def _warm_up(self) -> None:
+        """One inference and one weight load before the first tick: torch's first calls are
+        slow (lazy initialisation), which would otherwise stall the control loop for up to
+        seconds when the first weights arrive."""
+        state = self.algo.state_dict()
+        self.algo.load_state_dict(wire.merged_state(state, wire.policy_tensors(state)))
+        sample = self.obs_space.sample()
+        self.algo.act(add_batch_axis(sample), deterministic=False)
 
     # -- messages ------------------------------------------------------------------------------
 
