@@ -41,8 +41,8 @@ Implementation notes (no effect on the maths):
 - Fast path (`fast_update`, on by default): for ReLU networks (the default) the gradients of
   the three losses are computed by hand in `roborl.plugins.sac.fast_update` (merged 2B-row
   passes, reused buffers) and Adam's fused kernel is called directly
-  (`roborl.core.compile.fused_adam_step`); 1.2-1.3x the autograd update's updates/s on a
-  2-core CPU (benchmarks/results/update_efficiency_cpu.md). Other activations, `compile` and
+  (`roborl.core.compile.fused_adam_step`): 1.37x the autograd update's updates/s and
+  1.66x SB3's in the same run on a loaded 2-core CPU (benchmarks/results/update_efficiency_cpu.md). Other activations, `compile` and
   `cudagraphs` take the autograd path below, which the fast path is tested against.
 
 - The next-state actor sample and the target are computed under `no_grad`, so the backward
