@@ -66,7 +66,9 @@ def check_obs_space(space: gym.Space, what: str = "observation space") -> None:
         if not isinstance(sub, gym.spaces.Box):
             raise ConfigError(
                 f"the {what} entry {key!r} is a {type(sub).__name__}; roborl stores Dict "
-                "observations whose entries are Box spaces (state vectors, uint8 images) only"
+                "observations whose entries are Box spaces (state vectors, uint8 images) only; "
+                "drop or convert that entry (RoborlTabletop: env.kwargs.obs_mode=pixels or "
+                "pixels_state)"
             )
 
 
