@@ -27,8 +27,8 @@ def _ray_collector(ctx: TrainContext) -> Collector:
         raise ConfigError(
             "collector=ray (distributed=ray) cannot drive a real robot: each Ray rollout worker "
             "would open its own driver on the one robot, and nothing would keep the learner's "
-            "updates out of the control loop. Training on a robot over Ray needs the "
-            "actor-learner robot collector, which a later release adds. Drop collector=ray / "
+            "updates out of the control loop. Use the actor-learner split, collector=actor_learner "
+            "(an actor process beside the robot; docs/robots.md), or drop collector=ray / "
             "distributed=ray: with robot= roborl uses the robot collector (whole episodes at "
             "the control rate, updates while the robot holds between episodes)."
         )
