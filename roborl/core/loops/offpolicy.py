@@ -60,9 +60,8 @@ def offpolicy_loop(ctx: TrainContext) -> Algorithm:
         algo = ctx.build_algorithm(collector.observation_space, collector.action_space)
         buffer = replay_buffer(ctx, algo)
         cfg: OffPolicyConfig = algo.config
-        # Interventions only come from robots: room for them beside the demos there.
-        room = buffer.capacity if ctx.config.get("robot") else 0
-        demos = load_demo_buffer(ctx, algo.observation_space, algo.action_space, room)
+        # Room for intervened transitions beside the demos (untouched pages cost no memory).
+        demos = load_demo_buffer(ctx, algo.observation_space, algo.action_space, buffer.capacity)
         fraction = run.demo_fraction
         batch_size, n_step, gamma = cfg.batch_size, cfg.n_step, cfg.gamma
         ctx.attach(algo, buffer)

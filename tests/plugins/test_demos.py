@@ -1,0 +1,185 @@
+"""Demonstrations: `roborl demos record`, `demos=` with RLPD's symmetric sampling, and
+interventions routed to the demo buffer (HIL-SERL)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from cli_runner import roborl
+
+import roborl.core.loops.offpolicy as offpolicy
+from roborl.core.buffer import ReplayBuffer
+from roborl.core.datasets import load_file
+from roborl.core.demos import EXTRAS, add_interventions, load_demo_buffer, sample_mixed
+from roborl.core.errors import DatasetError
+from roborl.core.plugins import PluginHost
+from roborl.core.runner import Runner
+from roborl.plugins.demos.record import record
+
+IMAGE = gym.spaces.Dict(
+    {
+        "image": gym.spaces.Box(0, 255, (8, 8, 3), np.uint8),
+        "state": gym.spaces.Box(-1, 1, (2,), np.float32),
+    }
+)
+
+
+def _filled(n: int, reward: float, seed: int) -> ReplayBuffer:
+    rng = np.random.default_rng(seed)
+    buf = ReplayBuffer(n, IMAGE, (1,), with_costs=True, extras=EXTRAS)
+    obs = {
+        "image": rng.integers(0, 255, (n + 1, 8, 8, 3), dtype=np.uint8),
+        "state": rng.uniform(-1, 1, (n + 1, 2)).astype(np.float32),
+    }
+    buf.extend(
+        {k: v[:-1] for k, v in obs.items()},
+        rng.uniform(-1, 1, (n, 1)).astype(np.float32),
+        np.full(n, reward, np.float32),
+        {k: v[1:] for k, v in obs.items()},
+        np.zeros(n, np.float32),
+    )
+    return buf
+
+
+@pytest.mark.parametrize(
+    ("batch", "fraction", "n_step"),
+    [(256, 0.5, 1), (256, 0.5, 3), (7, 0.5, 1), (10, 0.25, 1), (10, 0.0, 1), (10, 1.0, 1)],
+)
+def test_demo_rows_are_exactly_round_batch_times_fraction(batch, fraction, n_step):
+    """Online rows carry reward 0 and demo rows reward 1, so the reward column shows where
+    each row came from; `is_demo` must mark exactly those, round(batch*fraction) of them."""
+    online, demos = _filled(300, 0.0, 0), _filled(50, 1.0, 1)
+    gen = torch.Generator().manual_seed(0)
+    b = sample_mixed(online, demos, batch, fraction, gen, n_step=n_step, gamma=0.9)
+    assert len(b) == batch
+    assert b.obs["image"].dtype == torch.uint8 and b.obs["image"].shape == (batch, 8, 8, 3)
+    from_demo = b.rewards > 0
+    assert int(b.extras["is_demo"].sum()) == round(batch * fraction)
+    assert torch.equal(b.extras["is_demo"], from_demo)
+    if n_step > 1:
+        assert b.discount is not None and len(b.discount) == batch
+
+
+class _Takeover(gym.Wrapper):
+    """Pendulum where a person takes over every third step (as a robot's teleop channel
+    reports it: `info["intervened"]`)."""
+
+    flagged: list[int] = []
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.t = 0
+
+    def step(self, action):
+        obs, r, term, trunc, info = self.env.step(action)
+        self.t += 1
+        taken = self.t % 3 == 0
+        if taken:
+            _Takeover.flagged.append(self.t)
+        return obs, r, term, trunc, {**info, "intervened": taken}
+
+
+gym.register("RoborlTestTakeover-v0", entry_point=lambda: _Takeover(gym.make("Pendulum-v1")))
+
+
+def _pendulum_demos(path: Path) -> Path:
+    env = gym.make("Pendulum-v1")
+    ds, _ = record(env, lambda o: env.action_space.sample(), 1, seed=5, log=lambda m: None)
+    assert ds is not None
+    return ds.save(path)
+
+
+def test_offpolicy_loop_samples_half_demos_and_adds_interventions(tmp_path, monkeypatch):
+    """A real SAC run with demos=: every update batch is exactly 50% demo rows, and every
+    intervened transition the collector reported lands in the demo buffer too."""
+    demos_path = _pendulum_demos(tmp_path / "demos.npz")
+    seen: dict[str, list] = {"demo_rows": [], "buffers": [], "added": []}
+
+    def spy_sample(*args, **kw):
+        b = sample_mixed(*args, **kw)
+        seen["demo_rows"].append((len(b), int(b.extras["is_demo"].sum())))
+        return b
+
+    def spy_load(*args, **kw):
+        buf = load_demo_buffer(*args, **kw)
+        seen["buffers"].append(buf)
+        return buf
+
+    def spy_add(demos, chunk):
+        n = add_interventions(demos, chunk)
+        seen["added"].append(n)
+        return n
+
+    monkeypatch.setattr(offpolicy, "sample_mixed", spy_sample)
+    monkeypatch.setattr(offpolicy, "load_demo_buffer", spy_load)
+    monkeypatch.setattr(offpolicy, "add_interventions", spy_add)
+    _Takeover.flagged = []
+    host = PluginHost()
+    host.load_entry_points()
+    cfg = {
+        "algo": {"name": "sac", "batch_size": 32},
+        "env": {"id": "RoborlTestTakeover-v0"},
+        "total_steps": 120, "learning_starts": 50, "eval_every": 0, "checkpoint_every": 120,
+        "log_every": 120, "progress": False, "demos": str(demos_path), "demo_fraction": 0.5,
+        "logger": {"name": "jsonl"},
+    }  # fmt: skip
+    Runner(cfg, tmp_path / "run", host).execute()
+    assert seen["demo_rows"] and all(rows == (32, 16) for rows in seen["demo_rows"])
+    (demo_buf,) = seen["buffers"]
+    taken = len([t for t in _Takeover.flagged if t <= 120])
+    assert taken == 40 and sum(seen["added"]) == taken
+    assert len(demo_buf) == 200 + taken  # one 200-step Pendulum episode + the takeovers
+    assert bool(demo_buf.extras["intervened"][200 : 200 + taken].all())
+    assert not bool(demo_buf.extras["intervened"][:200].any())
+
+
+def test_demos_of_another_task_are_refused_before_training(tmp_path):
+    demos_path = _pendulum_demos(tmp_path / "demos.npz")  # 3-D observations
+    host = PluginHost()
+    host.load_entry_points()
+    cfg = {
+        "algo": {"name": "sac"}, "env": {"id": "InvertedPendulum-v5"}, "total_steps": 10,
+        "learning_starts": 5, "eval_every": 0, "progress": False, "demos": str(demos_path),
+        "logger": {"name": "jsonl"},
+    }  # fmt: skip
+    with pytest.raises(DatasetError, match=r"demos=.*demos\.npz.*observations"):
+        Runner(cfg, tmp_path / "run", host).execute()
+
+
+def test_demos_record_cli_writes_expert_pixel_demos(tmp_path):
+    out = tmp_path / "demos.npz"
+    proc = roborl(
+        "demos", "record", f"out={out}", "episodes=3", "env=tabletop_reach_pixels",
+        "env.kwargs.image_size=32", "seed=100", "successes_only=true", cwd=tmp_path,
+    )  # fmt: skip
+    assert "3 episodes" in proc.stdout
+    ds = load_file(out)
+    assert ds.dict_obs and ds.observations["image"].dtype == np.uint8
+    assert ds.observations["image"].shape[1:] == (32, 32, 3)
+    # successes_only keeps episodes that reach the block, which ends them: success rows (the
+    # classifier's labels) are exactly the terminal rows, one per kept episode.
+    assert ds.metadata["policy"] == "expert"
+    assert sorted(ds.metadata["success_rows"]) == np.flatnonzero(ds.terminals).tolist()
+    assert int(ds.terminals.sum()) == 3
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_record_keeps_finished_episodes_when_interrupted(tmp_path):
+    """Ctrl-C during the second episode: the first is kept and the file is whole."""
+    env = gym.make("Pendulum-v1", max_episode_steps=20)
+    calls = {"n": 0}
+
+    def act(obs):
+        calls["n"] += 1
+        if calls["n"] == 25:
+            raise KeyboardInterrupt
+        return env.action_space.sample()
+
+    ds, summary = record(env, act, 3, seed=0, log=lambda m: None)
+    assert summary["interrupted"] and summary["episodes"] == 1
+    path = ds.save(tmp_path / "d.npz")
+    assert len(load_file(path)) == 20

@@ -1,0 +1,139 @@
+"""Learned rewards: the success classifier, `roborl reward train`, and the reward wrapper on a
+sim env (RoborlTabletop from pixels, scripted-expert frames)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from cli_runner import roborl
+
+from roborl.core.envs import make_env
+from roborl.core.errors import CheckpointError, ConfigError
+from roborl.core.plugins import PluginHost
+from roborl.core.rewards import LearnedReward
+from roborl.plugins.demos.record import record
+from roborl.plugins.rewards.classifier import SuccessNet, classifier_reward, load, save
+from roborl.plugins.rewards.train import load_frames, train_classifier
+from roborl.sim.tabletop.env import TabletopEnv
+
+ENV = {"obs_mode": "pixels", "tasks": [0], "image_size": 64, "max_episode_steps": 50}
+
+
+@pytest.fixture(scope="module")
+def demos(tmp_path_factory):
+    """40 noisy scripted-expert episodes: one success frame each, the rest not."""
+    torch.set_num_threads(1)
+    env = TabletopEnv(**ENV)
+    ds, _ = record(env, lambda o: env.expert_action(noise=0.3), 40, seed=0, log=lambda m: None)
+    env.close()
+    return ds.save(tmp_path_factory.mktemp("demos") / "demos.npz")
+
+
+@pytest.fixture(scope="module")
+def trained(demos, tmp_path_factory):
+    out = tmp_path_factory.mktemp("clf") / "classifier"
+    config = train_classifier(
+        str(demos), str(out), steps=300, batch_size=64, val_fraction=0.3, seed=0,
+        log=lambda m: None,
+    )  # fmt: skip
+    return out, config
+
+
+def test_classifier_learns_tabletop_success_on_held_out_frames(trained):
+    """Held-out frames (30% of each class, never trained on): chance is 0.5 balanced
+    accuracy; the frames one step before success are the hard negatives."""
+    _, config = trained
+    m = config["metrics"]
+    assert m["val_positives"] >= 10 and m["val_negatives"] >= 30
+    assert m["val_balanced"] >= 0.75, m
+    assert m["val_tpr"] >= 0.6 and m["val_tnr"] >= 0.6, m
+
+
+def test_classifier_reward_is_its_thresholded_probability(trained, demos):
+    out, _ = trained
+    frames, _, _ = load_frames(str(demos))
+    obs = {"image": frames}
+    p = load(out).probability(obs)
+    assert (p >= 0.5).any() and (p < 0.5).any()  # both verdicts occur, so the check bites
+    for threshold in (0.2, 0.5, 0.8):
+        clf = classifier_reward(path=str(out), threshold=threshold)
+        reward, success = clf(obs)
+        np.testing.assert_array_equal(success, p >= threshold)
+        np.testing.assert_array_equal(reward, (p >= threshold).astype(np.float32))
+        i = int(np.argmax(p))  # a single observation gives plain Python values
+        r1, s1 = clf({"image": frames[i]})
+        assert (r1, s1) == (float(p[i] >= threshold), bool(p[i] >= threshold))
+
+
+def test_learned_reward_wrapper_on_tabletop(trained):
+    """`reward=classifier` through the env builder: every step's reward and termination are
+    the classifier's verdict on the returned frame; the env's own success still ends the
+    episode, as a truncation, and info keeps the env's reward and success."""
+    out, _ = trained
+    host = PluginHost()
+    host.load_entry_points()
+    cfg = {
+        "env": {"id": "RoborlTabletop-v0", "kwargs": ENV},
+        "reward": {"name": "classifier", "path": str(out), "threshold": 0.5},
+    }
+    env = make_env(host.registry, cfg, seed=0)
+    wrapper = env.env
+    assert isinstance(wrapper, LearnedReward)
+    clf = load(out)
+    verdicts = []
+    for seed in range(6):
+        obs, _ = env.reset(seed=seed)
+        done = False
+        while not done:
+            obs, r, term, trunc, info = env.step(env.unwrapped.expert_action(noise=0.3))
+            p = float(clf.probability(obs)[0])
+            assert r == float(p >= 0.5) and term == (p >= 0.5)
+            assert info["learned_success"] == (p >= 0.5)
+            assert info["env_reward"] == float(info["success"])
+            if info["success"] and not term:
+                assert trunc  # env success the classifier missed: episode ends, no terminal
+            verdicts.append(p >= 0.5)
+            done = term or trunc
+    assert any(verdicts)
+
+
+def test_reward_train_cli_round_trip(demos, tmp_path):
+    out = tmp_path / "clf"
+    proc = roborl(
+        "reward", "train", f"data={demos}", f"out={out}", "steps=20", "seed=3", cwd=tmp_path
+    )
+    assert "held-out accuracy" in proc.stdout
+    config = json.loads((out / "config.json").read_text())
+    assert config["format"] == "roborl-success-classifier-1" and config["steps"] == 20
+    assert config["image_keys"] == ["image"] and config["frame_shapes"] == {"image": [64, 64, 3]}
+    assert "Success classifier" in (out / "README.md").read_text()
+    # The folder and a .pt copy (plain tensors + JSON: torch.load(weights_only=True)) agree.
+    clf = load(out)
+    pt = save(clf.net, {k: v for k, v in config.items() if k != "format"}, tmp_path / "c.pt")
+    blob = torch.load(pt, weights_only=True)
+    net = SuccessNet(64, 64, 3, config["hidden"])
+    net.load_state_dict(blob["state_dict"])
+    frames, _, _ = load_frames(str(demos))
+    with torch.no_grad():
+        expect = torch.sigmoid(net(torch.as_tensor(frames[:16]))).numpy()
+    np.testing.assert_allclose(load(pt).probability({"image": frames[:16]}), expect, rtol=1e-6)
+    np.testing.assert_allclose(clf.probability({"image": frames[:16]}), expect, rtol=1e-6)
+
+
+def test_reward_config_errors_name_the_problem(tmp_path, trained):
+    host = PluginHost()
+    host.load_entry_points()
+    assert host.registry.owners[("rewards", "classifier")] == "rewards"
+    with pytest.raises(ConfigError, match=r"reward\.path"):
+        classifier_reward()
+    with pytest.raises(CheckpointError, match="does not exist"):
+        classifier_reward(path=str(tmp_path / "nope"))
+    cfg = {
+        "env": {"id": "RoborlTabletop-v0", "kwargs": {**ENV, "image_size": 32}},
+        "reward": {"name": "classifier", "path": str(trained[0])},
+    }
+    with pytest.raises(ConfigError, match=r"'image' frames of shape \(64, 64, 3\)"):
+        make_env(host.registry, cfg)
