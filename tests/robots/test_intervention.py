@@ -253,7 +253,7 @@ def test_deploy_forwards_a_takeover_through_its_safety_layer(
     ros_env, nodes, balance_checkpoint
 ) -> None:
     """`roborl deploy` reads the same channel: a person can take over a deployed policy."""
-    sim = nodes(["sim-robot", "env=inverted_pendulum", "transport=dds"], ros_env)
+    nodes(["sim-robot", "env=inverted_pendulum", "transport=dds"], ros_env)
     joy = Teleop("dds", "/joy", msgs.Joy)
     joy.message = msgs.Joy(axes=[0.5], buttons=[1])
     try:
