@@ -15,15 +15,15 @@ USAGE = """usage:
   roborl demos record out=PATH [episodes=20] [policy=expert] [noise=0.1] [seed=10000]
         [successes_only=false] [env=NAME | robot=NAME] [env/robot overrides ...]
 
-  out             *.npz or *.hdf5 (written atomically; Ctrl-C keeps the finished episodes)
-  episodes        episodes to keep
-  policy          expert (the env's scripted expert_action), random, a model folder
+  out=            *.npz or *.hdf5 (written atomically; Ctrl-C keeps the finished episodes)
+  episodes=       episodes to keep
+  policy=         expert (the env's scripted expert_action), random, a model folder
                   (roborl export) or a checkpoint .pt; on robot= the executed action is
                   recorded, so a person's teleop takeover is what is stored
-  noise           expert only: Gaussian action noise (diversity of the demonstrations)
-  seed            seed of the first episode (then +1 per episode); keep it away from
+  noise=          expert only: Gaussian action noise (diversity of the demonstrations)
+  seed=           seed of the first episode (then +1 per episode); keep it away from
                   evaluation seeds
-  successes_only  drop episodes that never report info["success"] (up to 3x attempts)
+  successes_only= drop episodes that never report info["success"] (up to 3x attempts)
 """
 
 OWN = {"out": None, "episodes": 20, "policy": "expert", "noise": 0.1, "seed": 10_000,

@@ -12,19 +12,19 @@ from roborl.core.errors import ConfigError
 USAGE = """usage:
   roborl reward train data=PATH out=DIR|FILE.pt [key=value ...]
 
-  data          dataset(s) with camera frames: `roborl demos record` output (success frames
+  data=         dataset(s) with camera frames: `roborl demos record` output (success frames
                 = positives, others = negatives), any roborl dataset (.npz/.hdf5/Minari), or
                 a labelled-frames NPZ (frames or frames/<camera> uint8 + labels 0/1);
                 a list data=[a.npz,b.npz] concatenates
-  out           model folder (model.safetensors + config.json + README.md) or one .pt file
-  keys          camera keys to classify (default: every uint8 camera entry)
-  steps         gradient steps (default 300)
-  batch_size    frames per step, half success, half not (default 64)
-  lr            Adam learning rate (default 3e-4)
-  val_fraction  share of each class held out for the accuracy report (default 0.2)
-  augment       DrQ random shift of 4 pixels (default true)
-  hidden        width of the head (default 256)
-  seed          seed of the split, the sampling and the network (default 0)
+  out=          model folder (model.safetensors + config.json + README.md) or one .pt file
+  keys=         camera keys to classify (default: every uint8 camera entry)
+  steps=        gradient steps (default 300)
+  batch_size=   frames per step, half success, half not (default 64)
+  lr=           Adam learning rate (default 3e-4)
+  val_fraction= share of each class held out for the accuracy report (default 0.2)
+  augment=      DrQ random shift of 4 pixels (default true)
+  hidden=       width of the head (default 256)
+  seed=         seed of the split, the sampling and the network (default 0)
 
 Then: roborl train ... reward=classifier reward.path=OUT [reward.threshold=0.5]
 """
