@@ -100,6 +100,25 @@ def train_classifier(work: Path, env_cfg: dict[str, Any], demos: Path) -> Path:
     return out
 
 
+def random_success(env_cfg: dict[str, Any], episodes: int) -> float:
+    """Success rate of uniform random actions: the floor every arm must clear (reaching by
+    chance within the time limit is common on this task)."""
+    from roborl.sim.tabletop.env import TabletopEnv
+
+    env = TabletopEnv(**env_cfg["kwargs"])
+    env.action_space.seed(0)
+    wins = 0
+    for ep in range(episodes):
+        env.reset(seed=20_000 + ep)
+        done = success = False
+        while not done:
+            _, _, success, trunc, _ = env.step(env.action_space.sample())
+            done = success or trunc
+        wins += bool(success)
+    env.close()
+    return wins / max(episodes, 1)
+
+
 def run_cell(job: tuple[str, int, dict[str, Any]]) -> dict[str, Any]:
     """One (arm, seed) run through the Runner; returns its success-rate curve."""
     import torch
@@ -157,7 +176,14 @@ def markdown(result: dict[str, Any]) -> str:
             f"| {arm} | {iqm['point']:.2f} [{iqm['ci_low']:.2f}, {iqm['ci_high']:.2f}] "
             f"| {mean['point']:.2f} | {seeds} |"
         )
-    lines += ["", "Curves (env step: success rate per seed):", ""]
+    lines += [
+        "",
+        f"Uniform random actions succeed in {result['random_policy_success']:.2f} of "
+        f"{a['random_episodes']} episodes (the floor).",
+        "",
+        "Curves (env step: success rate per seed):",
+        "",
+    ]
     for arm, curves in result["curves"].items():
         steps = sorted({s for c in curves for s, _ in c})
         rows = [
@@ -185,6 +211,8 @@ def main() -> None:
     p.add_argument("--out", default="pixels")
     p.add_argument("--note", default="")
     p.add_argument("--work-dir", default=None)
+    p.add_argument("--random-episodes", type=int, default=50, help="episodes of the random floor")
+    p.add_argument("--random-floor", type=float, default=None, help="a floor measured before")
     p.add_argument(
         "--collect", action="store_true",
         help="do not train: aggregate the runs already in --work-dir (e.g. stopped ones)",
@@ -240,6 +268,9 @@ def main() -> None:
         "finals": finals,
         "curves": curves,
         "aggregates": aggregate(finals),
+        "random_policy_success": (
+            a.random_floor if a.random_floor is not None else random_success(env, a.random_episodes)
+        ),
         "note": a.note,
     }
     OUT.mkdir(exist_ok=True)
