@@ -22,9 +22,11 @@ from roborl.sim.tabletop.env import TabletopEnv
 ENV = {"obs_mode": "pixels", "tasks": [0], "image_size": 64, "max_episode_steps": 50}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def demos(tmp_path_factory):
-    """40 noisy scripted-expert episodes: one success frame each, the rest not."""
+    """40 noisy scripted-expert episodes: one success frame each, the rest not. Session
+    scope: an xdist worker that runs another module in between must not record and train
+    twice."""
     torch.set_num_threads(1)
     env = TabletopEnv(**ENV)
     ds, _ = record(env, lambda o: env.expert_action(noise=0.3), 40, seed=0, log=lambda m: None)
@@ -32,7 +34,7 @@ def demos(tmp_path_factory):
     return ds.save(tmp_path_factory.mktemp("demos") / "demos.npz")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def trained(demos, tmp_path_factory):
     out = tmp_path_factory.mktemp("clf") / "classifier"
     config = train_classifier(
