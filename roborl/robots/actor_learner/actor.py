@@ -308,6 +308,8 @@ def actor_main(argv: list[str]) -> int:
         emit_event(event="actor_error", error=str(exc))
         raise
     finally:
+        actor._poll_weights()  # weights a learner pushed just before it stopped us
+        actor._report({})  # the final totals and weights version, in the log too
         emit_event(event="actor_stop", **actor.totals)
         actor.close()
         sys.stdout.flush()
