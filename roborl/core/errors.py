@@ -65,6 +65,7 @@ OPTIONAL_MODULES = {
     "rclpy": "ros2",
     "cyclonedds": "ros2",
     "sensor_msgs": "ros2",
+    "zmq": "ros2",
     "std_msgs": "ros2",
     "transformers": "llm",
     "gguf": "llm",

@@ -281,10 +281,18 @@ class Actor:
                 self.log_file.close()
 
 
+ACTOR_KEYS = """Keys:
+  config=PATH        the learner's <run_dir>/actor/config.json (robot, algo and run config)
+  learner=HOST:PORT  where the learner listens (default 127.0.0.1:5555)
+  log_dir=DIR        also append the actor's stats to DIR/actor_stats.jsonl (default: none)
+  send_every=STEPS   transitions per message to the learner (default 10)
+"""
+
+
 def actor_main(argv: list[str]) -> int:
     """Run the actor of a `collector=actor_learner` run beside the robot."""
     if any(a in ("-h", "--help") for a in argv):
-        print(__doc__)
+        print(f"{__doc__}\n{ACTOR_KEYS}")
         return 0
     opts = parse_args(argv)
     try:
