@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import signal
 import sys
 from typing import Any, TypeVar
 
@@ -76,3 +77,16 @@ def guard_command(fn: Any, command: str, summary: str) -> Any:
     run.__doc__ = fn.__doc__
     run.summary = summary  # type: ignore[attr-defined]  # shown by `roborl --help`
     return run
+
+
+def stop_on_signals() -> list[bool]:
+    """A flag that SIGTERM or Ctrl-C sets, so a node's loop ends and closes its transport
+    cleanly instead of dying mid-publish: ``while not stop[0]: ...``."""
+    stop = [False]
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop[0] = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    return stop

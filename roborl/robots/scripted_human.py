@@ -26,7 +26,6 @@ nodes print theirs.
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 import time
 from collections import deque
@@ -45,6 +44,7 @@ from roborl.robots.nodes import (
     compose_options,
     emit_event,
     guard_command,
+    stop_on_signals,
 )
 
 SCRIPTED_HUMAN_CONFIG = "roborl_scripted_human"
@@ -263,13 +263,7 @@ def _serve(
     publish = publisher(transport, teleop.topic, msgs.Joy if teleop.type == "joy" else msgs.Twist)
     writer = TeleopWriter(teleop)
     rule = DriftRule(opts)
-    stop = [False]
-
-    def on_term(signum: int, frame: Any) -> None:
-        stop[0] = True
-
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, on_term)
+    stop = stop_on_signals()
     announce(
         transport,
         logging.INFO,

@@ -20,7 +20,6 @@ the env's action space (a velocity of the gripper, [-1, 1] per axis).
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from roborl.robots.nodes import (
     compose_options,
     emit_event,
     guard_command,
+    stop_on_signals,
 )
 
 SIM_QOS_TOPICS = ("state", "command", "reset", "clock", "camera")
@@ -385,13 +385,7 @@ def _serve_sim(
     subscribe(transport, p["command_topic"], msgs.Float64MultiArray, on_command, qos["command"])
     subscribe(transport, p["reset_topic"], msgs.Bool, on_reset, qos["reset"])
     add_service(transport, "~/reset", "trigger", on_reset_service)
-    stop = [False]
-
-    def on_term(signum: int, frame: Any) -> None:
-        stop[0] = True
-
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, on_term)
+    stop = stop_on_signals()
     announce(
         transport,
         logging.INFO,
