@@ -110,6 +110,8 @@ class ReplayBuffer:
         }
         self.pos = 0
         self.size = 0
+        # NumPy views of CPU storage, by tensor id (the tensor is kept to detect replacement).
+        self._views: dict[int, tuple[torch.Tensor, np.ndarray]] = {}
         # Envs per `add` call: the same env's next transition sits `stride` slots later.
         self.stride = 1
 
@@ -199,9 +201,15 @@ class ReplayBuffer:
             idx_cpu = (torch.arange(n) + pos) % self.capacity
             idx = idx_cpu.to(self.device)
 
+        views = self._views
+
         def put(dst: torch.Tensor, src: Any) -> None:
             if flat and dst.dtype in _NUMPY_DTYPES:
-                dst.numpy()[pos : pos + n] = np.asarray(src).reshape((n, *dst.shape[1:]))
+                entry = views.get(id(dst))
+                if entry is None or entry[0] is not dst:  # first write, or a loaded tensor
+                    entry = views[id(dst)] = (dst, dst.numpy())
+                view = entry[1]
+                view[pos : pos + n] = np.asarray(src).reshape((n, *view.shape[1:]))
                 return
             slots = idx if idx is not None else ((torch.arange(n) + pos) % self.capacity)
             dst[slots] = (
@@ -446,6 +454,7 @@ class ReplayBuffer:
         n = int(state["size"])
         if n > self.capacity:
             raise ValueError(f"saved buffer holds {n} transitions, capacity is {self.capacity}")
+        self._views.clear()  # storage may be replaced below
         saved_dict = isinstance(state["obs"], Mapping)
         if saved_dict != self.dict_obs:
             kinds = {True: "Dict", False: "flat (Box)"}

@@ -49,6 +49,7 @@ from roborl.core.evaluate import eval_metrics, evaluate
 from roborl.core.interfaces import Algorithm, Logger
 from roborl.core.obs import check_algorithm_obs
 from roborl.core.run_dir import MetricsWriter, truncate_metrics_after, versions
+from roborl.core.single_vector import SingleEnvVector
 from roborl.core.spaces import space_to_dict
 from roborl.core.video import VIDEO_DIR, EpisodeRecorder, make_recording_env, render_config
 
@@ -356,9 +357,7 @@ class TrainContext:
         if robot is not None:
             if (num_envs or 1) != 1:
                 raise ConfigError(f"num_envs={num_envs} with a real robot: a robot is one env.")
-            envs: gym.vector.VectorEnv = gym.vector.SyncVectorEnv(
-                [lambda: robot], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
-            )
+            envs: gym.vector.VectorEnv = SingleEnvVector(lambda: robot)
         else:
             envs = make_vec_env(
                 self._host.registry,

@@ -16,6 +16,7 @@ import gymnasium as gym
 from roborl.core.errors import ConfigError, did_you_mean
 from roborl.core.plugins import Registry
 from roborl.core.rewards import with_learned_reward
+from roborl.core.single_vector import SingleEnvVector
 
 
 def _gym_ids() -> list[str]:
@@ -100,8 +101,10 @@ def make_vec_env(
         makers = [robot_factory(registry, cfg["robot"])]
     else:
         makers = [env_factory(registry, cfg["env"])] * num_envs
-    vec_cls = gym.vector.AsyncVectorEnv if mode == "async" else gym.vector.SyncVectorEnv
     with_stats = [_with_episode_statistics(with_learned_reward(registry, cfg, m)) for m in makers]
+    if mode != "async" and num_envs == 1:
+        return SingleEnvVector(with_stats[0])
+    vec_cls = gym.vector.AsyncVectorEnv if mode == "async" else gym.vector.SyncVectorEnv
     return vec_cls(with_stats, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
 
 

@@ -134,6 +134,10 @@ def step_extras(infos: dict[str, Any], done: np.ndarray) -> dict[str, np.ndarray
     return out
 
 
+def _has_extras(infos: dict[str, Any]) -> bool:
+    return any(key in infos for key in STEP_INFO_EXTRAS)
+
+
 def finished_episodes(
     infos: dict[str, Any], done: np.ndarray
 ) -> list[tuple[float, int, dict[str, float]]]:
@@ -180,6 +184,9 @@ class VectorCollector(Collector):
         space = self.action_space
         self._box = isinstance(space, gym.spaces.Box)
         self._rand_shape = (self.envs.num_envs, *space.shape) if self._box else None
+        if self._box:  # Generator.uniform's own arithmetic (low + range * U), ~10x cheaper
+            self._low = space.low.astype(np.float64)
+            self._range = space.high.astype(np.float64) - self._low
 
     def start(self, algo: Algorithm) -> None:
         ctx = self.ctx
@@ -198,22 +205,34 @@ class VectorCollector(Collector):
         space, rng = self.action_space, self.ctx.np_rng
         if not random:
             actions = algo.act(self.obs, deterministic=False)
-        elif self._box:
-            actions = rng.uniform(space.low, space.high, size=self._rand_shape).astype(np.float32)
+        elif self._box:  # the values rng.uniform(low, high) draws, without its per-call checks
+            actions = (self._low + self._range * rng.random(self._rand_shape)).astype(np.float32)
         else:
             actions = rng.integers(0, space.n, size=self.envs.num_envs)
         next_obs, rewards, terminated, truncated, infos = self.envs.step(actions)
         done = np.logical_or(terminated, truncated)
-        chunk = Chunk(
-            self.obs,
-            actions,
-            rewards,
-            real_next_obs(next_obs, infos, done),
-            terminated.astype(np.float32),
-            step_info(infos, "cost", done),
-            finished_episodes(infos, done),
-            step_extras(infos, done),
-        )
+        if done.any():
+            chunk = Chunk(
+                self.obs,
+                actions,
+                rewards,
+                real_next_obs(next_obs, infos, done),
+                terminated.astype(np.float32),
+                step_info(infos, "cost", done),
+                finished_episodes(infos, done),
+                step_extras(infos, done),
+            )
+        else:  # the common step: no final obs or episode to look for (issue 23: runner cost)
+            chunk = Chunk(
+                self.obs,
+                actions,
+                rewards,
+                next_obs,
+                terminated.astype(np.float32),
+                step_info(infos, "cost", done) if "cost" in infos else None,
+                [],
+                step_extras(infos, done) if _has_extras(infos) else {},
+            )
         self.obs = next_obs
         return chunk
 
