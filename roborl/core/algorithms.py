@@ -18,6 +18,7 @@ from roborl.core.checkpoint import load_checkpoint
 from roborl.core.config import RunConfig, build_config
 from roborl.core.errors import ConfigError
 from roborl.core.interfaces import Algorithm
+from roborl.core.lazy_dynamo import defer_dynamo_import
 from roborl.core.obs import check_algorithm_obs
 from roborl.core.plugins import PluginHost
 from roborl.core.spaces import space_from_dict
@@ -68,6 +69,7 @@ def build_algorithm(
     """Resolve and construct in one go (eval, deploy, rollout workers)."""
     cls, config = resolve_algorithm(host, algo_cfg)
     check_algorithm_obs(cls, observation_space)
+    defer_dynamo_import()
     return cls(observation_space, action_space, config, device)
 
 

@@ -47,6 +47,7 @@ from roborl.core.envs import SharedEnv, make_env, make_vec_env
 from roborl.core.errors import CheckpointError, ConfigError
 from roborl.core.evaluate import eval_metrics, evaluate
 from roborl.core.interfaces import Algorithm, Logger
+from roborl.core.lazy_dynamo import defer_dynamo_import
 from roborl.core.obs import check_algorithm_obs
 from roborl.core.run_dir import MetricsWriter, truncate_metrics_after, versions
 from roborl.core.single_vector import SingleEnvVector
@@ -371,6 +372,7 @@ class TrainContext:
     def build_algorithm(self, observation_space: gym.Space, action_space: gym.Space) -> Algorithm:
         """The run's algorithm (`algo=`), built on these spaces and attached to the run."""
         check_algorithm_obs(self._algo_cls, observation_space)
+        defer_dynamo_import()  # an optimiser would import torch._dynamo (~2 s) for nothing
         algo = self._algo_cls(observation_space, action_space, self._algo_config, self.device)
         self._algo = algo
         return algo

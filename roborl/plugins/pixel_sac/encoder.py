@@ -17,15 +17,18 @@ padded image's pixels exactly, which is also what DrQ-v2's `grid_sample` shift c
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import gymnasium as gym
 import numpy as np
 import torch
-from kornia.augmentation import RandomCrop
 from torch import nn
 
 from roborl.core.errors import ConfigError
 from roborl.core.obs import image_keys
+
+if TYPE_CHECKING:
+    from kornia.augmentation import RandomCrop
 
 
 def image_channels_first(x: torch.Tensor) -> torch.Tensor:
@@ -59,6 +62,10 @@ class RandomShift(nn.Module):
 
     def _crop(self, size: tuple[int, int]) -> RandomCrop:
         if size not in self._crops:
+            # Imported here: kornia takes ~0.4 s to import, and every `roborl` process that
+            # registers this plugin would pay it, pixel run or not.
+            from kornia.augmentation import RandomCrop
+
             self._crops[size] = RandomCrop(
                 size, padding=self.pad, padding_mode="replicate", cropping_mode="resample"
             )
