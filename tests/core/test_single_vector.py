@@ -31,7 +31,9 @@ def _assert_same(a: Any, b: Any, where: str) -> None:
             _assert_same(x, y, where + "[]")
     elif isinstance(a, np.ndarray):
         assert isinstance(b, np.ndarray), where
-        assert a.dtype == b.dtype and a.shape == b.shape, f"{where}: {a.dtype}{a.shape} vs {b.dtype}{b.shape}"
+        assert a.dtype == b.dtype and a.shape == b.shape, (
+            f"{where}: {a.dtype}{a.shape} vs {b.dtype}{b.shape}"
+        )
         np.testing.assert_array_equal(a, b, err_msg=where)
     else:
         assert a == b, f"{where}: {a!r} vs {b!r}"
