@@ -112,6 +112,7 @@ class ReplayBuffer:
         self.size = 0
         # NumPy views of CPU storage, by tensor id (the tensor is kept to detect replacement).
         self._views: dict[int, tuple[torch.Tensor, np.ndarray]] = {}
+        self._row_views: list[np.ndarray | None] | None = None  # `_add_row`'s, built lazily
         # Envs per `add` call: the same env's next transition sits `stride` slots later.
         self.stride = 1
 
@@ -147,7 +148,43 @@ class ReplayBuffer:
         n = len(rewards)
         if n > self.capacity:
             raise ValueError(f"adding {n} transitions to a buffer of capacity {self.capacity}")
+        if n == 1 and not self.dict_obs and not self.extras and self.device.type == "cpu":
+            self._add_row(obs, actions, rewards, next_obs, terminated, costs)
+            return
         self._write(obs, actions, rewards, next_obs, terminated, costs, extras, False)
+
+    def _add_row(
+        self,
+        obs: Any,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        next_obs: Any,
+        terminated: np.ndarray,
+        costs: np.ndarray | None,
+    ) -> None:
+        """`add` of one env's transition into flat CPU storage: element writes into cached
+        NumPy views, ~4x cheaper than `_write`'s general path, for the runner's commonest call
+        (one env, one step; issue 23)."""
+        views = self._row_views
+        if views is None:
+            fields = [self.obs, self.next_obs, self.actions, self.rewards, self.terminated]
+            if any(t.dtype not in _NUMPY_DTYPES for t in fields):
+                self._write(obs, actions, rewards, next_obs, terminated, costs, None, False)
+                return
+            views = self._row_views = [t.numpy() for t in fields] + [
+                None if self.costs is None else self.costs.numpy()
+            ]
+        p = self.pos
+        views[0][p] = np.asarray(obs)[0]
+        views[1][p] = np.asarray(next_obs)[0]
+        views[2][p] = np.asarray(actions)[0]
+        views[3][p] = rewards[0]
+        views[4][p] = terminated[0]
+        if views[5] is not None:
+            views[5][p] = 0.0 if costs is None else costs[0]
+        self.stride = 1
+        self.pos = (p + 1) % self.capacity
+        self.size = min(self.size + 1, self.capacity)
 
     def extend(
         self,
@@ -455,6 +492,7 @@ class ReplayBuffer:
         if n > self.capacity:
             raise ValueError(f"saved buffer holds {n} transitions, capacity is {self.capacity}")
         self._views.clear()  # storage may be replaced below
+        self._row_views = None
         saved_dict = isinstance(state["obs"], Mapping)
         if saved_dict != self.dict_obs:
             kinds = {True: "Dict", False: "flat (Box)"}
