@@ -30,6 +30,7 @@ import contextlib
 import copy
 import hashlib
 import logging
+import math
 import time
 import types
 from collections.abc import Callable, Mapping
@@ -435,6 +436,22 @@ class TrainContext:
         for kind, every in self._intervals().items():
             self._next[kind] = (now // every + 1) * every
         self._open_progress()
+
+    def event_stride(self, limit: int = 256) -> int:
+        """The largest n <= `limit` such that every scheduled log/eval/checkpoint/video, the
+        end of the random phase (`learning_starts`) and the phase's budget fall on multiples of
+        n env steps (1 on an updates clock).
+
+        A collector that takes several steps per call ends its chunks on these multiples, so
+        nothing scheduled runs late (issue 23: random-phase chunks cut the per-step cost of the
+        loop).
+        """
+        if self._clock != "steps":
+            return 1
+        common = math.gcd(self._total, self._run.learning_starts, *self._every.values())
+        if common <= 0:
+            return 1
+        return max(d for d in range(1, max(1, limit) + 1) if common % d == 0)
 
     def due(self, kind: Scheduled) -> bool:
         """True once each time the clock reaches the next multiple of `{kind}_every`.

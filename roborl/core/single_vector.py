@@ -19,6 +19,8 @@ import gymnasium as gym
 import numpy as np
 
 _TRUE = np.ones(1, dtype=np.bool_)
+_SCALARS = frozenset({int, float, bool, np.float64, np.float32, np.int64, np.int32, np.bool_})
+"""Types whose `np.array([v])` has the dtype `SyncVectorEnv` gives them."""
 
 
 def _fast_space(space: gym.Space) -> bool:
@@ -53,9 +55,11 @@ class SingleEnvVector(gym.vector.SyncVectorEnv):
         """Gymnasium's vector info layout for env 0: values in (1,) arrays, `_key` masks."""
         out: dict[str, Any] = {}
         for key, value in info.items():
-            if isinstance(value, dict):
+            if type(value) in _SCALARS:  # the common case first: MuJoCo envs' reward terms
+                out[key] = np.array([value])
+            elif isinstance(value, dict):
                 out[key] = self._info(value)
-            elif type(value) in (int, float, bool) or isinstance(value, np.number):
+            elif isinstance(value, np.number):
                 out[key] = np.array([value], dtype=type(value))
             elif isinstance(value, np.ndarray):
                 out[key] = value[None].copy()

@@ -269,3 +269,42 @@ def test_format_1_wsrl_checkpoint_is_refused_with_the_reason(
     _as_format_1(last, step_is_updates=False)
     with pytest.raises(CheckpointError, match="pretrained=PATH"):
         Runner({**cfg, "total_steps": 30}, tmp_path / "w", host).execute(resume_from=last)
+
+
+def test_random_phase_chunks_store_and_log_exactly_what_single_steps_do(
+    host: PluginHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One env's random phase runs in chunks of several steps (issue 23); the buffer, the
+    episode records' steps and the log/checkpoint marks must equal the one-step-per-call run."""
+    from roborl.core.context import TrainContext
+    from roborl.core.loops.collectors import VectorCollector
+
+    cfg = _offpolicy_cfg(num_envs=1, total_steps=90, learning_starts=60, checkpoint_every=20)
+    calls = {"n": 0}
+    step = VectorCollector._step
+
+    def counted(self, algo, random):
+        calls["n"] += 1
+        return step(self, algo, random)
+
+    monkeypatch.setattr(VectorCollector, "_step", counted)
+    chunks = Runner(cfg, tmp_path / "chunks", host)
+    assert chunks.ctx.event_stride() == 10  # gcd of 90, 60, 30, 20 and 10
+    summary = chunks.execute()
+    monkeypatch.setattr(TrainContext, "event_stride", lambda self, limit=256: 1)
+    assert Runner(cfg, tmp_path / "single", host).execute()["updates"] == summary["updates"]
+    assert calls["n"] == 180  # both runs stepped 90 times; only the chunking differs
+
+    def recorded(run: str) -> tuple[dict[str, np.ndarray], list[tuple]]:
+        buf = load_checkpoint(tmp_path / run / "checkpoints" / "last.pt")["buffer"]
+        arrays = {k: v.numpy() for k, v in buf.items() if isinstance(v, torch.Tensor)}
+        lines = (tmp_path / run / "metrics.jsonl").read_text().splitlines()
+        records = [json.loads(line) for line in lines]
+        keep = ("step", "train/episode_return", "train/episode_length")
+        return arrays, [tuple(r.get(k) for k in keep) for r in records if keep[1] in r]
+
+    (buf_a, eps_a), (buf_b, eps_b) = recorded("chunks"), recorded("single")
+    assert set(buf_a) == set(buf_b) and len(buf_a["rewards"]) == 90
+    for k in buf_a:
+        np.testing.assert_array_equal(buf_a[k], buf_b[k], err_msg=k)
+    assert eps_a == eps_b and [s for s, *_ in eps_a] == list(range(3, 91, 3))

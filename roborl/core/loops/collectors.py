@@ -56,6 +56,9 @@ class Chunk:
     costs: np.ndarray | None = None
     episodes: list[tuple[float, int, dict[str, float]]] = field(default_factory=list)
     extras: dict[str, np.ndarray] = field(default_factory=dict)
+    consecutive: bool = False
+    """Rows are successive steps of ONE env (`ReplayBuffer.extend`), not one step of each
+    env (`ReplayBuffer.add`): n-step returns walk rows differently."""
 
     def __len__(self) -> int:
         return len(self.rewards)
@@ -74,7 +77,32 @@ class Chunk:
             costs,
             self.episodes,
             {k: v[:n] for k, v in self.extras.items()},
+            self.consecutive,
         )
+
+    @staticmethod
+    def concat(chunks: list[Chunk]) -> Chunk:
+        """Successive one-env chunks (Box observations) as one `consecutive` chunk."""
+        if len(chunks) == 1:
+            return chunks[0]
+
+        def cat(name: str) -> np.ndarray:
+            return np.concatenate([getattr(c, name) for c in chunks])
+
+        costs = None
+        if any(c.costs is not None for c in chunks):
+            costs = np.concatenate(
+                [np.zeros(len(c), np.float32) if c.costs is None else c.costs for c in chunks]
+            )
+        extras = {
+            key: np.concatenate([c.extras.get(key, np.zeros(len(c), bool)) for c in chunks])
+            for key in {k for c in chunks for k in c.extras}
+        }
+        episodes = [ep for c in chunks for ep in c.episodes]
+        return Chunk(
+            cat("obs"), cat("actions"), cat("rewards"), cat("next_obs"), cat("terminated"),
+            costs, episodes, extras, consecutive=True,
+        )  # fmt: skip
 
 
 class Collector(abc.ABC):
@@ -181,8 +209,16 @@ class VectorCollector(Collector):
         self.observation_space = self.envs.single_observation_space
         self.action_space = self.envs.single_action_space
         self.obs: Obs | None = None
+        self._ended = False
         space = self.action_space
         self._box = isinstance(space, gym.spaces.Box)
+        # Random-phase chunks of several steps (one env, Box spaces): see `_random_steps`.
+        self._burst_ok = (
+            self._box
+            and self.envs.num_envs == 1
+            and isinstance(self.observation_space, gym.spaces.Box)
+        )
+        self._burst = 1
         self._rand_shape = (self.envs.num_envs, *space.shape) if self._box else None
         if self._box:  # Generator.uniform's own arithmetic (low + range * U), ~10x cheaper
             self._low = space.low.astype(np.float64)
@@ -200,8 +236,28 @@ class VectorCollector(Collector):
         else:
             self.obs, _ = self.envs.reset(seed=ctx.run.seed)
         self.action_space.seed(ctx.run.seed)
+        self._burst = ctx.event_stride() if self._burst_ok else 1
 
     def collect(self, algo: Algorithm, random: bool) -> Chunk:
+        if random and self._burst > 1:
+            return self._random_steps(algo)
+        return self._step(algo, random)
+
+    def _random_steps(self, algo: Algorithm) -> Chunk:
+        """Random steps up to the next multiple of the context's `event_stride` or the end of
+        an episode, as one chunk: the loop's per-chunk work (buffer write, counters, schedule)
+        is paid once per chunk, nothing scheduled runs late, and every finished episode is
+        still logged at its own last step. The same transitions and RNG draws as one step per
+        call."""
+        chunks = []
+        for _ in range(self._burst - self.ctx.step % self._burst):
+            chunk = self._step(algo, True)
+            chunks.append(chunk)
+            if chunk.episodes or self._ended:
+                break
+        return Chunk.concat(chunks)
+
+    def _step(self, algo: Algorithm, random: bool) -> Chunk:
         space, rng = self.action_space, self.ctx.np_rng
         if not random:
             actions = algo.act(self.obs, deterministic=False)
@@ -211,7 +267,8 @@ class VectorCollector(Collector):
             actions = rng.integers(0, space.n, size=self.envs.num_envs)
         next_obs, rewards, terminated, truncated, infos = self.envs.step(actions)
         done = np.logical_or(terminated, truncated)
-        if done.any():
+        self._ended = bool(done.any())
+        if self._ended:
             chunk = Chunk(
                 self.obs,
                 actions,

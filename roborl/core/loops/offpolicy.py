@@ -75,7 +75,8 @@ def offpolicy_loop(ctx: TrainContext) -> Algorithm:
             chunk = collector.collect(algo, random=ctx.step < run.learning_starts)
             chunk = chunk.head(run.total_steps - ctx.step)
             n = len(chunk)
-            buffer.add(
+            store = buffer.extend if chunk.consecutive else buffer.add
+            store(
                 chunk.obs, chunk.actions, chunk.rewards, chunk.next_obs, chunk.terminated,
                 chunk.costs, chunk.extras,
             )  # fmt: skip
@@ -85,7 +86,10 @@ def offpolicy_loop(ctx: TrainContext) -> Algorithm:
             for ret, length, extra in chunk.episodes:
                 ctx.record_episode(ret, length, **extra)
             if ctx.step >= run.learning_starts and len(buffer) >= batch_size:
-                debt += run.utd_ratio * n
+                # A one-env chunk of successive steps owes updates only for its steps at or
+                # after learning_starts, as when each step came alone.
+                owed = min(n, ctx.step - run.learning_starts + 1) if chunk.consecutive else n
+                debt += run.utd_ratio * owed
                 done = 0
                 while debt >= 1.0:
                     if demos is not None:
