@@ -67,11 +67,19 @@ def observations(env: gym.Env, n: int, seed: int = 0) -> np.ndarray:
 
 
 def measure(
-    policy: LLMPolicy, batches: list[np.ndarray], budget_s: float, min_calls: int = 3
+    policy: LLMPolicy,
+    batches: list[np.ndarray],
+    budget_s: float,
+    min_calls: int = 3,
+    warm_up: bool = True,
 ) -> dict:
     """Time `act` on fresh batches (no repeated prompt: vLLM's prefix cache would hide the
-    prefill of a repeated observation, which a control loop never sends twice)."""
-    policy.act(batches[0])  # warm-up: grammar compilation, first-call allocations
+    prefill of a repeated observation, which a control loop never sends twice).
+
+    `warm_up=False` when the caller already made a first call with this policy (the suite's
+    quick mode warms up once at batch 1 instead of once per batch size)."""
+    if warm_up:
+        policy.act(batches[0])  # grammar compilation, first-call allocations
     lat = []
     start = time.perf_counter()
     while len(lat) < min_calls or (
