@@ -385,6 +385,8 @@ def markdown(result: dict[str, Any]) -> str:
         )
     lines += ["", "Curves (robot time s: success rate / intervention rate), per seed:", ""]
     for r in result["runs"]:
+        if not r["curve"]:
+            continue
         pts = ", ".join(
             f"{p['robot_time_s']:.0f}: {p['success_rate'] if p['success_rate'] is not None else '-'}"
             f" / {p['intervention_rate']:.2f}"
