@@ -12,12 +12,14 @@ while `roborl scripted-human` drives (it takes over within `--demo-window` s of 
 Arms (same demos, same DrQ settings, `demos=` with RLPD's symmetric sampling):
 - `rl_demos`: `roborl train algo=drq robot=tabletop_hil demos=...`, nobody at the teleop;
 - `rl_demos_hil`: the same with `roborl scripted-human` on /joy (takes over on drift);
-- `bc`: NOT RUN in this version (see the results' notes).
+- `bc`: a minimal pixel behaviour cloning (`BCPolicy`; roborl has no pixel BC) on the demos
+  plus the intervened transitions of the same seed's `rl_demos_hil` run.
 
 Metrics per run, from the train run's metrics.jsonl (logged every `--log-every` steps): the
 training episodes' `robot/success_rate` and `robot/intervention_rate`, against robot time
 (steps x 0.1 s, RoborlTabletop's dt). Caveat: in `rl_demos_hil` a success may be the person's
-(HIL-SERL's own training curves count them too); no separate policy-only evaluation is run.
+(HIL-SERL's own training curves count them too), so every arm's final policy is also run
+alone on the robot (`--eval-episodes`, nobody at the teleop): the policy-only success.
 Final = mean over the last `--final-windows` log windows; IQM and 95% bootstrap CIs over seeds
 (rliable's estimators through roborl's report plugin).
 
