@@ -12,7 +12,7 @@ of Boxes use the generic path.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import gymnasium as gym
@@ -70,12 +70,19 @@ class SingleEnvVector(gym.vector.SyncVectorEnv):
             out[f"_{key}"] = _TRUE.copy()
         return out
 
-    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
+    def step(
+        self, actions: Any, info_keys: Collection[str] | None = None
+    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
+        """`SyncVectorEnv.step`. `info_keys`: on a step that ends no episode, only these keys
+        of the env's info are batched (a caller that reads a few keys skips batching the rest,
+        e.g. HalfCheetah's four reward terms); an episode's last step keeps every key."""
         if not self._fast:
             return super().step(actions)
         env = self._env
         obs, reward, terminated, truncated, info = env.step(actions[0])
         infos: dict[str, Any] = {}
+        if info_keys is not None and not (terminated or truncated):
+            info = {k: info[k] for k in info_keys if k in info}
         if terminated or truncated:
             final_obs = np.empty(1, dtype=object)
             final_obs[0] = obs

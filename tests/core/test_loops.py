@@ -308,3 +308,16 @@ def test_random_phase_chunks_store_and_log_exactly_what_single_steps_do(
     for k in buf_a:
         np.testing.assert_array_equal(buf_a[k], buf_b[k], err_msg=k)
     assert eps_a == eps_b and [s for s, *_ in eps_a] == list(range(3, 91, 3))
+
+
+@pytest.mark.parametrize("num_envs", [1, 2])
+def test_updates_start_after_learning_starts_steps(
+    host: PluginHost, tmp_path: Path, num_envs: int
+) -> None:
+    """stable-baselines3's rule, `num_timesteps > learning_starts`: a run of exactly
+    `learning_starts` steps never updates (the issue-23 benchmark's random-action run), and each
+    env step after them owes `utd_ratio` updates, chunked or not."""
+    cfg = _offpolicy_cfg(num_envs=num_envs, total_steps=30, learning_starts=30)
+    assert Runner(cfg, tmp_path / "none", host).execute()["updates"] == 0
+    cfg = _offpolicy_cfg(num_envs=num_envs, total_steps=30, learning_starts=20, utd_ratio=2)
+    assert Runner(cfg, tmp_path / "some", host).execute()["updates"] == 2 * 10

@@ -78,3 +78,18 @@ def test_single_env_vector_matches_sync_vector_env_step_by_step(make) -> None:
     kept = {k: v.copy() for k, v in first.items()} if isinstance(first, dict) else first.copy()
     ours.step(np.ones((1, *ours.single_action_space.shape), np.float32))
     _assert_same(first, kept, "obs after the next step")
+
+
+def test_info_keys_trim_ordinary_steps_only() -> None:
+    """`info_keys` (the collector's lean path) keeps only the named keys on a step that ends no
+    episode, and every key on the step that ends one (its `final_info` feeds episode records)."""
+    env = SingleEnvVector(_cheetah)
+    env.reset(seed=0)
+    action = np.zeros((1, *env.single_action_space.shape), np.float32)
+    for t in range(1, 8):
+        infos = env.step(action, info_keys={"x_velocity", "cost"})[4]
+        if t < 7:
+            assert set(infos) == {"x_velocity", "_x_velocity"}
+        else:  # max_episode_steps=7: the autoreset step
+            assert {"reward_forward", "x_position"} <= set(infos["final_info"])
+            assert "episode" in infos["final_info"]

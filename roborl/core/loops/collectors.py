@@ -27,6 +27,7 @@ import numpy as np
 
 from roborl.core.interfaces import Algorithm
 from roborl.core.obs import Obs, copy_obs, index_obs
+from roborl.core.single_vector import SingleEnvVector
 
 if TYPE_CHECKING:
     from roborl.core.context import TrainContext
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
 STEP_INFO_FIELDS = ("cost",)
 """Per-step info fields stored with each transition (the buffer's `costs`)."""
 STEP_INFO_EXTRAS = ("intervened",)
+_STEP_INFO_KEYS = frozenset({"cost", *STEP_INFO_EXTRAS})
+"""What `VectorCollector` reads from the infos of a step that ends no episode."""
 """Boolean per-step info fields that go into `Chunk.extras` when an env reports them
 (a robot env reports `intervened` when a person took over)."""
 
@@ -219,6 +222,8 @@ class VectorCollector(Collector):
             and isinstance(self.observation_space, gym.spaces.Box)
         )
         self._burst = 1
+        # A `SingleEnvVector` batches only the info keys read below on ordinary steps.
+        self._lean = isinstance(self.envs, SingleEnvVector)
         self._rand_shape = (self.envs.num_envs, *space.shape) if self._box else None
         if self._box:  # Generator.uniform's own arithmetic (low + range * U), ~10x cheaper
             self._low = space.low.astype(np.float64)
@@ -265,7 +270,11 @@ class VectorCollector(Collector):
             actions = (self._low + self._range * rng.random(self._rand_shape)).astype(np.float32)
         else:
             actions = rng.integers(0, space.n, size=self.envs.num_envs)
-        next_obs, rewards, terminated, truncated, infos = self.envs.step(actions)
+        if self._lean:
+            step = self.envs.step(actions, info_keys=_STEP_INFO_KEYS)
+        else:
+            step = self.envs.step(actions)
+        next_obs, rewards, terminated, truncated, infos = step
         done = np.logical_or(terminated, truncated)
         self._ended = bool(done.any())
         if self._ended:

@@ -1,7 +1,8 @@
 """The off-policy loop: a collector fills a replay buffer, the algorithm updates from it.
 
-`utd_ratio` updates per env step once `learning_starts` env steps are in the buffer (uniform
-random actions before that), n-step returns when the config asks for them, as in SAC's and
+`learning_starts` env steps of uniform random actions, then `utd_ratio` updates per env step
+for every step after them (stable-baselines3's `num_timesteps > learning_starts`, so
+`total_steps=learning_starts` collects and never updates), n-step returns when the config asks for them, as in SAC's and
 stable-baselines3's `OffPolicyAlgorithm`. Where the transitions come from is the collector's
 business (`collector=vector|ray|<plugin>`), so this loop exists once.
 
@@ -85,10 +86,10 @@ def offpolicy_loop(ctx: TrainContext) -> Algorithm:
             ctx.advance(env_steps=n)
             for ret, length, extra in chunk.episodes:
                 ctx.record_episode(ret, length, **extra)
-            if ctx.step >= run.learning_starts and len(buffer) >= batch_size:
-                # A one-env chunk of successive steps owes updates only for its steps at or
-                # after learning_starts, as when each step came alone.
-                owed = min(n, ctx.step - run.learning_starts + 1) if chunk.consecutive else n
+            if ctx.step > run.learning_starts and len(buffer) >= batch_size:
+                # A one-env chunk of successive steps owes updates only for its steps after
+                # learning_starts, as when each step came alone.
+                owed = min(n, ctx.step - run.learning_starts) if chunk.consecutive else n
                 debt += run.utd_ratio * owed
                 done = 0
                 while debt >= 1.0:
