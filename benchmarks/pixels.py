@@ -36,7 +36,7 @@ OUT = Path(__file__).parent / "results"
 ARMS = ("drq", "rlpd", "rlpd_learned_reward")
 
 
-def env_config(image_size: int) -> dict[str, Any]:
+def env_config(image_size: int, reward_type: str = "sparse") -> dict[str, Any]:
     """Reach the red block, observed through the top camera only (no state, no task id)."""
     return {
         "id": "RoborlTabletop-v0",
@@ -45,6 +45,7 @@ def env_config(image_size: int) -> dict[str, Any]:
             "tasks": [0],
             "image_size": image_size,
             "max_episode_steps": 50,
+            "reward_type": reward_type,
         },
         "max_episode_steps": 50,
     }
@@ -52,26 +53,38 @@ def env_config(image_size: int) -> dict[str, Any]:
 
 def algo_config(arm: str, a: argparse.Namespace) -> dict[str, Any]:
     name = "drq" if arm == "drq" else "rlpd"
-    cfg: dict[str, Any] = {"name": name, "batch_size": a.batch_size}
+    cfg: dict[str, Any] = {
+        "name": name, "batch_size": a.batch_size, "conv_channels": a.conv_channels,
+    }  # fmt: skip
     if name == "rlpd":
         cfg["critic_steps"] = a.critic_steps
     return cfg
 
 
-def record_demos(work: Path, env_cfg: dict[str, Any], episodes: int) -> Path:
-    """Scripted-expert episodes on the benchmark's env, saved in roborl's dataset format
-    (NPZ, dict observations with uint8 frames), seeds 10_000+ (never an evaluation seed)."""
+def record_episodes(
+    work: Path, env_cfg: dict[str, Any], episodes: int, policy: str = "expert", seed0: int = 10_000
+) -> Path:
+    """Episodes on the benchmark's env in roborl's dataset format (NPZ, dict observations with
+    uint8 frames, `success_rows` metadata): the scripted expert's (noise 0.1) or uniform random
+    actions'. Seeds `seed0`+ (never an evaluation seed)."""
     from roborl.core.datasets import OfflineDataset
     from roborl.sim.tabletop.env import TabletopEnv
 
     env = TabletopEnv(**env_cfg["kwargs"])
+    env.action_space.seed(seed0)
     cols: dict[str, list[Any]] = {k: [] for k in ("obs", "next", "act", "rew", "term", "tout")}
+    success_rows = []
     for ep in range(episodes):
-        obs, _ = env.reset(seed=10_000 + ep)
+        obs, _ = env.reset(seed=seed0 + ep)
         done = False
         while not done:
-            action = env.expert_action(noise=0.1)
-            nxt, rew, term, trunc, _ = env.step(action)
+            if policy == "expert":
+                action = env.expert_action(noise=0.1)
+            else:
+                action = env.action_space.sample()
+            nxt, rew, term, trunc, info = env.step(action)
+            if info["success"]:
+                success_rows.append(len(cols["rew"]))
             for k, v in zip(cols, (obs["image"], nxt["image"], action, rew, term, trunc)):
                 cols[k].append(v)
             obs, done = nxt, term or trunc
@@ -84,20 +97,25 @@ def record_demos(work: Path, env_cfg: dict[str, Any], episodes: int) -> Path:
         "terminals": np.asarray(cols["term"], bool),
         "timeouts": np.asarray(cols["tout"], bool),
     }
-    ds = OfflineDataset.from_arrays(arrays, {"source": "RoborlTabletop scripted expert"})
-    return ds.save(work / "demos.npz")
+    meta = {"source": f"RoborlTabletop {policy} policy", "success_rows": success_rows}
+    ds = OfflineDataset.from_arrays(arrays, meta)
+    return ds.save(work / f"{policy}_{episodes}.npz")
 
 
-def train_classifier(work: Path, env_cfg: dict[str, Any], demos: Path) -> Path:
+def train_classifier(work: Path, data: list[Path], steps: int) -> tuple[Path, dict[str, Any]]:
     """The success classifier of `reward=classifier`, trained by `roborl reward train` on the
-    demos' frames (success = the frames where the episode terminated)."""
+    frames of `data` (success = frames after a step whose info said success; the rest and
+    each episode's first frame are negatives). Returns the file and its held-out metrics."""
+    import torch
+
     from roborl.core.cli import main as roborl_main
 
     out = work / "classifier.pt"
-    argv = ["reward", "train", f"data={demos}", f"out={out}"]
+    argv = ["reward", "train", f"data=[{','.join(map(str, data))}]", f"out={out}"]
+    argv.append(f"steps={steps}")
     if roborl_main(argv):
         raise SystemExit(f"roborl {' '.join(argv)} failed")
-    return out
+    return out, torch.load(out, weights_only=True)["config"]["metrics"]
 
 
 def random_success(env_cfg: dict[str, Any], episodes: int) -> float:
@@ -181,6 +199,18 @@ def markdown(result: dict[str, Any]) -> str:
         f"Uniform random actions succeed in {result['random_policy_success']:.2f} of "
         f"{a['random_episodes']} episodes (the floor).",
         "",
+    ]
+    if m := result.get("classifier_metrics"):
+        lines += [
+            f"Success classifier of rlpd_learned_reward (`roborl reward train`, "
+            f"{a['classifier_steps']} steps, {a['classifier_demos']} expert + "
+            f"{a['classifier_random']} random episodes): held-out accuracy "
+            f"{m.get('val_accuracy', float('nan')):.2f} (success frames "
+            f"{m.get('val_tpr', float('nan')):.2f}, others {m.get('val_tnr', float('nan')):.2f}; "
+            f"{m['val_positives']} + {m['val_negatives']} frames).",
+            "",
+        ]
+    lines += [
         "Curves (env step: success rate per seed):",
         "",
     ]
@@ -206,7 +236,15 @@ def main() -> None:
     p.add_argument("--image-size", type=int, default=24)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--critic-steps", type=int, default=2)
+    p.add_argument("--conv-channels", type=int, default=32, help="DrQ-v2: 32")
+    p.add_argument(
+        "--reward-type", default="sparse", choices=["sparse", "dense"],
+        help="the env's reward for the drq and rlpd arms (success is always the env's own)",
+    )  # fmt: skip
     p.add_argument("--demo-episodes", type=int, default=20)
+    p.add_argument("--classifier-demos", type=int, default=100, help="expert episodes")
+    p.add_argument("--classifier-random", type=int, default=50, help="random-action episodes")
+    p.add_argument("--classifier-steps", type=int, default=1500)
     p.add_argument("--jobs", type=int, default=3)
     p.add_argument("--out", default="pixels")
     p.add_argument("--note", default="")
@@ -222,11 +260,19 @@ def main() -> None:
     work = Path(a.work_dir or tempfile.mkdtemp(prefix="roborl_pixels_"))
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    env = env_config(a.image_size)
+    env = env_config(a.image_size, a.reward_type)
     need_demos = a.arms != ["drq"] and not a.collect
-    demos = record_demos(work, env, a.demo_episodes) if need_demos else work / "demos.npz"
+    demos = work / f"expert_{a.demo_episodes}.npz"
+    if need_demos:
+        demos = record_episodes(work, env, a.demo_episodes)
     learned = "rlpd_learned_reward" in a.arms and not a.collect
-    classifier = train_classifier(work, env, demos) if learned else work / "classifier.pt"
+    classifier, classifier_metrics = work / "classifier.pt", {}
+    if learned:  # SERL's classifier data: successful demos plus exploration frames
+        data = [
+            record_episodes(work, env, a.classifier_demos, seed0=30_000),
+            record_episodes(work, env, a.classifier_random, "random", seed0=40_000),
+        ]
+        classifier, classifier_metrics = train_classifier(work, data, a.classifier_steps)
     base = {
         "env": env, "total_steps": a.steps, "learning_starts": a.learning_starts,
         "eval_every": a.eval_every, "eval_episodes": a.episodes, "checkpoint_every": a.steps,
@@ -271,6 +317,7 @@ def main() -> None:
         "random_policy_success": (
             a.random_floor if a.random_floor is not None else random_success(env, a.random_episodes)
         ),
+        "classifier_metrics": classifier_metrics,
         "note": a.note,
     }
     OUT.mkdir(exist_ok=True)

@@ -20,7 +20,9 @@ Reward is sparse (1 on success, which ends the episode) unless ``reward_type="de
 minus the distance left to the goal each step, plus 1 on success (a shaped variant for quick
 learning checks; the sparse one is the task). `expert_action()` is a scripted expert used for
 demonstrations. Rendering is offscreen: set ``MUJOCO_GL=egl`` (or ``osmesa``) on machines
-without a display.
+without a display. The shadow map is 512 px: MuJoCo's default 4096 px map took ~32 of ~35 ms
+per frame under Mesa's software renderer (32-64 px frames); at 512 a 32 px frame is identical
+and a 64 px one differs in 0.2% of its pixels, at 3-5 ms a frame.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ def _xml() -> str:
     return f"""
 <mujoco model="roborl_tabletop">
   <option timestep="0.01" gravity="0 0 -9.81"/>
-  <visual><global offwidth="256" offheight="256"/></visual>
+  <visual><global offwidth="256" offheight="256"/><quality shadowsize="512"/></visual>
   <worldbody>
     <light pos="0 0 1.5" dir="0 0 -1" diffuse="0.9 0.9 0.9"/>
     <camera name="top" pos="0 0 0.95" xyaxes="1 0 0 0 1 0" fovy="45"/>
