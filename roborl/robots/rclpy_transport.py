@@ -130,7 +130,7 @@ class RclpyTransport:
     ) -> None:
         import rclpy
         from rclpy.context import Context
-        from rclpy.executors import MultiThreadedExecutor
+        from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
         from rclpy.signals import SignalHandlerOptions
 
         self._context = Context()
@@ -154,7 +154,16 @@ class RclpyTransport:
             raise ConfigError(
                 f"cannot create ROS 2 node {node_name!r} (namespace {namespace!r}): {exc}"
             ) from None
-        self._executor = MultiThreadedExecutor(num_threads=4, context=self._context)
+        # One executor thread, except for a lifecycle node, whose transition callbacks wait
+        # for other callbacks (e.g. the first JointState) and would deadlock on one thread.
+        # rclpy's Python MultiThreadedExecutor (4 threads) held the GIL long enough to delay
+        # the node's own control loop: deploy <-> sim-robot at 100 Hz reached 45-80 Hz with
+        # obs->cmd p99 144-340 ms, against 100 Hz and 4-8 ms with one thread
+        # (`benchmarks/suite.py --only control`, 2 cores).
+        if lifecycle is None:
+            self._executor = SingleThreadedExecutor(context=self._context)
+        else:
+            self._executor = MultiThreadedExecutor(num_threads=4, context=self._context)
         self._executor.add_node(self.node)
         self._thread = threading.Thread(
             target=self._spin, name=f"roborl-rclpy-{node_name}", daemon=True
