@@ -183,7 +183,7 @@ def test_actor_learner_end_to_end(ros_env, nodes, tmp_path) -> None:
         learner.wait(timeout=30)
         killed_at = time.time()
         before = load_checkpoint(ckpt_path)["runner"]
-        version_at_kill = max(r["weights_version"] for r in _rows(stats))
+        version_seen_at_kill = max(r["weights_version"] for r in _rows(stats))
 
         def stepped_after_kill() -> bool:
             later = [r for r in _rows(stats) if r["time"] > killed_at + 1.0]
@@ -191,7 +191,13 @@ def test_actor_learner_end_to_end(ros_env, nodes, tmp_path) -> None:
 
         _wait(stepped_after_kill, 30, "actor steps after the learner was killed")
         assert _alive(actor_pid)
-        assert max(r["weights_version"] for r in _rows(stats)) == version_at_kill
+        # Weights the learner pushed just before it died may still be in the actor's socket
+        # at the kill (its stats are a second apart), so the version may move once; from a
+        # second after the kill on, the actor acts with one version: its last weights.
+        later = [r for r in _rows(stats) if r["time"] > killed_at + 1.0]
+        assert len({r["weights_version"] for r in later}) == 1, later
+        version_at_kill = later[-1]["weights_version"]
+        assert version_at_kill >= version_seen_at_kill
 
         # A learner resumed from the checkpoint adopts the running actor (no second driver);
         # the actor reconnects, sends transitions (first those it queued while no learner
