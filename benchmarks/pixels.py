@@ -111,8 +111,7 @@ def train_classifier(work: Path, data: list[Path], steps: int) -> tuple[Path, di
     from roborl.core.cli import main as roborl_main
 
     out = work / "classifier.pt"
-    argv = ["reward", "train", f"data=[{','.join(map(str, data))}]", f"out={out}"]
-    argv.append(f"steps={steps}")
+    argv = ["reward", "train", f"data=[{','.join(map(str, data))}]", f"out={out}", f"steps={steps}"]
     if roborl_main(argv):
         raise SystemExit(f"roborl {' '.join(argv)} failed")
     return out, torch.load(out, weights_only=True)["config"]["metrics"]

@@ -95,10 +95,10 @@ def test_reward_scale_hundred_leaves_learning_intact(tmp_path) -> None:
     Measured at this budget (seed 1, alpha from 1 rather than the official e, so 2000 steps
     suffice; updates from env step 301): x1 returns 98.8, x100 48.6 with sigma_bar 0.5 vs
     ~19. At 2000 steps x100 is still catching up, and the gap moves with any change to the
-    random stream (with updates from step 300 it was 92.4 vs 57.6, with 299 random steps 84.6
-    vs 38.2), so the bounds are: both far above random play (under 10), x100 above 0.4 times x1.
-    The old clamped log-std cap (54.6) does not bind yet at x100 in 2000 steps; the std test below
-    is the one that fails with it.
+    random stream (this docstring's earlier figures, updates from step 300: 92.4 vs 57.6; with
+    299 random steps: 84.6 vs 38.2), so the bounds are: both far above random play (under
+    10), x100 above 0.4 times x1. The old clamped log-std cap (54.6) does not bind yet at x100
+    in 2000 steps; the std test below is the one that fails with it.
     """
     plain, sigma_plain = _train(1.0, tmp_path)
     scaled, sigma_scaled = _train(100.0, tmp_path)

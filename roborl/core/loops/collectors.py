@@ -35,10 +35,10 @@ if TYPE_CHECKING:
 STEP_INFO_FIELDS = ("cost",)
 """Per-step info fields stored with each transition (the buffer's `costs`)."""
 STEP_INFO_EXTRAS = ("intervened",)
-_STEP_INFO_KEYS = frozenset({"cost", *STEP_INFO_EXTRAS})
-"""What `VectorCollector` reads from the infos of a step that ends no episode."""
 """Boolean per-step info fields that go into `Chunk.extras` when an env reports them
 (a robot env reports `intervened` when a person took over)."""
+_STEP_INFO_KEYS = frozenset({*STEP_INFO_FIELDS, *STEP_INFO_EXTRAS})
+"""What `VectorCollector` reads from the infos of a step that ends no episode."""
 
 
 @dataclass
@@ -223,7 +223,8 @@ class VectorCollector(Collector):
         )
         self._burst = 1
         # A `SingleEnvVector` batches only the info keys read below on ordinary steps.
-        self._lean = isinstance(self.envs, SingleEnvVector)
+        lean = isinstance(self.envs, SingleEnvVector)
+        self._step_kwargs = {"info_keys": _STEP_INFO_KEYS} if lean else {}
         self._rand_shape = (self.envs.num_envs, *space.shape) if self._box else None
         if self._box:  # Generator.uniform's own arithmetic (low + range * U), ~10x cheaper
             self._low = space.low.astype(np.float64)
@@ -270,11 +271,9 @@ class VectorCollector(Collector):
             actions = (self._low + self._range * rng.random(self._rand_shape)).astype(np.float32)
         else:
             actions = rng.integers(0, space.n, size=self.envs.num_envs)
-        if self._lean:
-            step = self.envs.step(actions, info_keys=_STEP_INFO_KEYS)
-        else:
-            step = self.envs.step(actions)
-        next_obs, rewards, terminated, truncated, infos = step
+        next_obs, rewards, terminated, truncated, infos = self.envs.step(
+            actions, **self._step_kwargs
+        )
         done = np.logical_or(terminated, truncated)
         self._ended = bool(done.any())
         if self._ended:

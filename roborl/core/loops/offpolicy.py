@@ -2,9 +2,10 @@
 
 `learning_starts` env steps of uniform random actions, then `utd_ratio` updates per env step
 for every step after them (stable-baselines3's `num_timesteps > learning_starts`, so
-`total_steps=learning_starts` collects and never updates), n-step returns when the config asks for them, as in SAC's and
-stable-baselines3's `OffPolicyAlgorithm`. Where the transitions come from is the collector's
-business (`collector=vector|ray|<plugin>`), so this loop exists once.
+`total_steps=learning_starts` collects and never updates), n-step returns when the config
+asks for them, as in SAC's and stable-baselines3's `OffPolicyAlgorithm`. Where the
+transitions come from is the collector's business (`collector=vector|ray|<plugin>`), so this
+loop exists once.
 
 With `demos=PATH` every batch takes exactly round(batch_size * demo_fraction) rows from a demo
 buffer and the rest from the online buffer (RLPD's symmetric sampling, `roborl.core.demos`),
