@@ -10,6 +10,7 @@ import io
 import json
 import os
 import tempfile
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -40,8 +41,15 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Replace `path` with `data` so readers see the old or the new file, never half of one."""
+def atomic_write_bytes(
+    path: str | os.PathLike[str], data: bytes, keep_previous: str | None = None
+) -> None:
+    """Replace `path` with `data` so readers see the old or the new file, never half of one.
+
+    With `keep_previous`, the file being replaced is kept under that name in the same folder
+    (renamed only once the new data is safely on disk), so a later corruption of `path` still
+    leaves one readable version beside it.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -50,6 +58,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        if keep_previous and path.exists():
+            os.replace(path, path.with_name(keep_previous))
         os.replace(tmp, path)
         _fsync_dir(path.parent)
     except BaseException:
@@ -61,10 +71,22 @@ def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
     atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
 
 
+PREVIOUS_NAME = "previous.pt"  # the checkpoint that last.pt replaced, kept as a fallback
+
+
 def save_checkpoint(path: str | os.PathLike[str], payload: Mapping[str, Any]) -> None:
+    """Write a checkpoint atomically; `last.pt` keeps the one it replaces as `previous.pt`.
+
+    Temp files a killed writer left behind (`.last.pt.*.tmp`) are removed first: a run
+    directory has one writer, so any such file is stale.
+    """
+    path = Path(path)
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):
+        stale.unlink(missing_ok=True)
     buf = io.BytesIO()
     torch.save({"format_version": FORMAT_VERSION, **payload}, buf)
-    atomic_write_bytes(path, buf.getvalue())
+    keep = PREVIOUS_NAME if path.name == "last.pt" else None
+    atomic_write_bytes(path, buf.getvalue(), keep_previous=keep)
 
 
 def load_checkpoint(path: str | os.PathLike[str], map_location: str = "cpu") -> dict[str, Any]:
@@ -86,10 +108,18 @@ def load_checkpoint(path: str | os.PathLike[str], map_location: str = "cpu") -> 
         data = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        previous = path.with_name(PREVIOUS_NAME)
+        if path.name == "last.pt" and previous.exists():
+            warnings.warn(
+                f"checkpoint {str(path)!r} could not be read ({reason}); using the one it "
+                f"replaced, {str(previous)!r}.",
+                stacklevel=2,
+            )
+            return load_checkpoint(previous, map_location)
         raise CheckpointError(
             f"checkpoint {str(path)!r} could not be read ({reason}). It is truncated, corrupted "
-            "or not a roborl checkpoint; roborl writes checkpoints atomically, so the previous "
-            "one in the same folder should still be intact."
+            "or not a roborl checkpoint, and no earlier checkpoint of the same run "
+            f"({PREVIOUS_NAME}) is beside it to fall back to."
         ) from None
     if not isinstance(data, dict):
         raise CheckpointError(

@@ -241,9 +241,14 @@ def cmd_train(args: list[str]) -> int:
 def _summary_line(run_dir: str, summary: dict[str, Any]) -> str:
     ret = summary.get("final_eval_return")
     ret_s = "n/a" if ret is None else f"{ret:.1f}"
+    # An offline run steps no env: its budget is gradient updates, so count those instead.
+    steps, updates = summary.get("steps") or 0, summary.get("updates") or 0
+    work = f"{steps} env steps" if steps else f"{updates} updates (offline)"
+    if steps and updates:
+        work += f", {updates} updates"
     return (
         f"roborl: {summary['status']}: {summary['algo']} on {summary['env']}, "
-        f"{summary['steps']} steps in {summary['wall_time_s']:.0f}s, final eval return {ret_s}; "
+        f"{work} in {summary['wall_time_s']:.0f}s, final eval return {ret_s}; "
         f"run directory: {run_dir}"
     )
 

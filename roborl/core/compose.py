@@ -89,7 +89,7 @@ def config_roots(host: Any) -> list[Path]:
     return roots
 
 
-def group_options(host: Any, group: str) -> list[str]:
+def yaml_options(host: Any, group: str) -> list[str]:
     """Names of the YAML options of a config group across all config dirs (`env`, `algo`)."""
     names = set()
     for root in config_roots(host):
@@ -97,6 +97,35 @@ def group_options(host: Any, group: str) -> list[str]:
         if base.is_dir():
             names.update(str(p.relative_to(base))[: -len(".yaml")] for p in base.rglob("*.yaml"))
     return sorted(names)
+
+
+# Config groups whose options a plugin can register by name through its hook, with no YAML.
+PLUGIN_GROUPS = {"env": "envs", "robot": "robots", "reward": "rewards", "logger": "loggers"}
+
+
+def group_options(host: Any, group: str) -> list[str]:
+    """Every option of a config group: its YAML files and the names plugins register for it."""
+    names = set(yaml_options(host, group))
+    if group in PLUGIN_GROUPS:
+        names.update(getattr(host.registry, PLUGIN_GROUPS[group]))
+    return sorted(names)
+
+
+def plugin_group_node(group: str, name: str, obj: Any) -> dict[str, Any]:
+    """The config a plugin's registered name gets when no YAML file names it.
+
+    Its options come from the object's `Config` dataclass when it has one (as an algorithm's
+    do), so `logger=NAME`, `env=NAME`, `robot=NAME` and `reward=NAME` work for any registered
+    name. An env's options are its constructor's keyword arguments (`env.kwargs`); a logger's
+    sit under its own name, so that `logger=[jsonl,NAME]` composes.
+    """
+    config = getattr(obj, "Config", None)
+    options = field_defaults(config) if dataclasses.is_dataclass(config) else {}
+    if group == "env":
+        return {"id": name, "kwargs": options, "max_episode_steps": None}
+    if group == "logger":
+        return {name: options}
+    return {"name": name, **options}
 
 
 def _search_path(host: Any) -> list[str]:
@@ -117,7 +146,14 @@ def register_configs(host: Any) -> None:
     # `algo=sb3/sac` and `env.id=ALE/Pong-v5` must not create nested run directories.
     OmegaConf.register_new_resolver("slug", lambda s: str(s).replace("/", "-"), replace=True)
     cs = ConfigStore.instance()
-    files = set(group_options(host, "algo"))
+    for group, kind in PLUGIN_GROUPS.items():
+        files = set(yaml_options(host, group))
+        for name, obj in getattr(host.registry, kind).items():
+            if name not in files:
+                sub, _, leaf = name.rpartition("/")
+                node = plugin_group_node(group, name, obj)
+                cs.store(group="/".join(filter(None, [group, sub])), name=leaf, node=node)
+    files = set(yaml_options(host, "algo"))
     for name, cls in host.registry.algorithms.items():
         node = algo_defaults(name, cls)
         sub, _, leaf = name.rpartition("/")

@@ -11,7 +11,7 @@ from roborl.core.cli import main
 # A key each command's help must show (with its default where it has one); commands from
 # other plugins must at least show one `key=default` or `--option` line.
 EXPECTED = {
-    "train": "total_steps=12000",
+    "train": "total_steps=16000",
     "eval": "episodes=10",
     "resume": "run_dir=",
     "plugins": "--check",

@@ -86,3 +86,23 @@ def test_unknown_key_same_clear_error_with_or_without_plus(cli, override: str) -
 def test_bad_override_syntax_and_unknown_group_option(cli) -> None:
     _assert_clean_error(cli("train", "env=hopperr", check=False), "hopperr", "hopper")
     _assert_clean_error(cli("eval", "checkpoint=[x", check=False), "cannot parse", "[x")
+
+
+def test_corrupt_last_checkpoint_falls_back_to_the_one_it_replaced(cli, tmp_path) -> None:
+    """Two checkpoints: last.pt and previous.pt (the one last.pt replaced). A corrupt last.pt
+    makes eval use previous.pt and say so; with no previous.pt the error says there is none
+    (the old message promised a previous one that did not exist)."""
+    run = tmp_path / "run"
+    cli("train", *cli.FAST, f"hydra.run.dir={run}")
+    ckpts = run / "checkpoints"
+    assert {p.name for p in ckpts.iterdir()} == {"last.pt", "previous.pt"}
+    (ckpts / ".last.pt.stale.tmp").write_bytes(b"left by a killed writer")
+    cli("resume", f"run_dir={run}", "total_steps=900")
+    assert not list(ckpts.glob(".*.tmp")), "writing a checkpoint removes stale temp files"
+    (ckpts / "last.pt").write_bytes(b"torn")
+    proc = cli("eval", f"checkpoint={run}", "episodes=1")
+    assert "previous.pt" in proc.stderr and "could not be read" in proc.stderr, proc.stderr
+    (ckpts / "previous.pt").unlink()
+    proc = cli("eval", f"checkpoint={run}", "episodes=1", check=False)
+    _assert_clean_error(proc, "last.pt", "could not be read", "no earlier checkpoint")
+    assert "should still be intact" not in proc.stderr

@@ -1,47 +1,46 @@
-"""SAC learns: on InvertedPendulum-v5 it reaches an eval return random actions never reach."""
+"""The README's default run learns: `roborl train seed=S`, exactly as a newcomer launches it
+(SAC on InvertedPendulum-v5 with the tuned settings of configs/tuned/), reaches an eval return
+of at least 950 (balanced for 95% of the 1000-step episode) on each seed tried.
+
+Negative controls at the same budget, measured on this machine: random actions score about 5
+per episode and doing nothing (zero force) about 26; SAC's paper settings (lr 3e-4, 256x256,
+alpha 1.0) at the old 12,000-step default reached 1000 on 0 of 8 seeds (finals 90-145).
+`benchmarks/default_run.py` runs the same command over 10 seeds.
+"""
 
 from __future__ import annotations
 
+import json
+
 import gymnasium as gym
 import numpy as np
-
-from roborl.core.plugins import get_host
-from roborl.core.runner import Runner
+import pytest
 
 
-def random_returns(episodes: int = 50) -> list[float]:
+def zero_action_return(episodes: int = 10) -> float:
+    """Doing nothing: the pendulum falls on its own."""
     env = gym.make("InvertedPendulum-v5")
-    env.action_space.seed(0)
     out = []
     for i in range(episodes):
         env.reset(seed=i)
         done, total = False, 0.0
         while not done:
-            _, r, term, trunc, _ = env.step(env.action_space.sample())
+            _, r, term, trunc, _ = env.step(np.zeros(env.action_space.shape, np.float32))
             total += float(r)
             done = term or trunc
         out.append(total)
-    return out
+    return float(np.mean(out))
 
 
-def test_sac_beats_random_on_inverted_pendulum(tmp_path) -> None:
-    best_random = max(random_returns())
-    cfg = {
-        "algo": {"name": "sac"},  # the paper's defaults: 256x256, batch 256, lr 3e-4
-        "env": {"id": "InvertedPendulum-v5"},
-        "seed": 0,
-        "total_steps": 6000,
-        "learning_starts": 500,
-        "eval_every": 6000,
-        "eval_episodes": 5,
-        "checkpoint_every": 6000,
-        "log_every": 1000,
-        "progress": False,
-    }
-    summary = Runner(cfg, tmp_path / "run", get_host()).execute()
-    final = summary["final_eval_return"]
-    print(f"SAC eval return after 6000 steps: {final:.1f}; best random episode: {best_random:.1f}")
-    # Random play never balances long: its best of 50 episodes stays far below SAC's mean.
-    assert best_random < 60
-    assert final > 3 * best_random, (final, best_random)
-    assert np.isfinite(final)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_readme_default_run_balances_the_pendulum(cli, tmp_path, seed: int) -> None:
+    run = tmp_path / "run"
+    cli("train", f"seed={seed}", "progress=false", f"hydra.run.dir={run}", timeout=900)
+    summary = json.loads((run / "summary.json").read_text())
+    config = (run / "config.yaml").read_text()
+    assert summary["algo"] == "sac" and summary["env"] == "InvertedPendulum-v5"
+    assert "hidden_sizes:\n  - 128\n  - 128" in config, "the tuned settings were applied"
+    evals = [r for r in cli.read_jsonl(run / "metrics.jsonl") if "eval/return_mean" in r]
+    assert evals[0]["eval/return_mean"] < 200, "the first evaluation is still near the start"
+    assert summary["final_eval_return"] >= 950, [e["eval/return_mean"] for e in evals]
+    assert summary["final_eval_return"] > 10 * zero_action_return()

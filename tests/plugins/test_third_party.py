@@ -50,6 +50,7 @@ def test_example_plugin_runs_like_a_builtin(example_installed, tmp_path: Path) -
         "algorithms": ["example_td3"],
         "envs": ["ExamplePointReach-v0"],
         "collectors": ["example_episodes"],
+        "loggers": ["example_csv"],
     }
 
     roborl(
@@ -153,3 +154,55 @@ def test_two_plugins_claiming_one_name_is_a_clear_error(tmp_path: Path) -> None:
     ok = {**env, "ROBORL_DISABLE_PLUGINS": "my_sac"}
     fixed = roborl("plugins", "--check", cwd=tmp_path, env=ok, check=False)
     assert "two plugins register" not in fixed.stderr and "[disabled]" in fixed.stdout
+
+
+def test_entry_point_logger_and_env_work_by_name_with_no_yaml(example_installed, tmp_path) -> None:
+    """`logger=example_csv` alone and beside jsonl, and `env=<registered id>`: the example
+    plugin ships no YAML for either, so the names come from its hooks and the options from
+    the logger's Config dataclass (`logger.example_csv.filename`)."""
+    short = ["total_steps=300", "learning_starts=100", "eval_every=300", "eval_episodes=1"]
+    short += ["algo.batch_size=32", "algo.hidden_sizes=[16,16]", "progress=false"]
+    for i, selection in enumerate(["logger=example_csv", "logger=[jsonl,example_csv]"]):
+        out = tmp_path / f"run{i}"
+        roborl(
+            "train", selection, "env=ExamplePointReach-v0", f"hydra.run.dir={out}",
+            f"logger.example_csv.filename=m{i}.csv", *short, cwd=tmp_path,
+        )  # fmt: skip
+        rows = (out / f"m{i}.csv").read_text().splitlines()
+        jsonl = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+        evals = [r for r in jsonl if "eval/return_mean" in r]
+        assert rows[0] == "step,key,value"
+        assert f"{evals[-1]['step']},eval/return_mean,{evals[-1]['eval/return_mean']}" in rows
+        assert json.loads((out / "summary.json").read_text())["env"] == "ExamplePointReach-v0"
+    typo = roborl("train", "logger=example_cvs", *short, cwd=tmp_path, check=False)
+    assert typo.returncode != 0 and "did you mean 'example_csv'" in typo.stderr.lower()
+
+
+def test_robot_and_reward_registered_by_hook_compose_from_their_config(tmp_path: Path) -> None:
+    """`robot=NAME` and `reward=NAME` for names only a hook registers: the composed config
+    holds the Config dataclass's defaults, and overrides reach them."""
+    site = tmp_path / "site"
+    site.mkdir()
+    _fake_distribution(
+        site, "acme-robot", "acme_robot",
+        "from dataclasses import dataclass\n"
+        "from roborl.core.hookspecs import hookimpl\n\n"
+        "@dataclass\nclass BotConfig:\n    port: str = '/dev/ttyACM0'\n    rate_hz: float = 30.0\n\n"
+        "def make_bot(cfg):\n    raise RuntimeError('no hardware here')\n"
+        "make_bot.Config = BotConfig\n\n"
+        "@dataclass\nclass ShapingConfig:\n    scale: float = 2.0\n\n"
+        "def make_shaping(**kw):\n    raise RuntimeError('not built in this test')\n"
+        "make_shaping.Config = ShapingConfig\n\n"
+        "@hookimpl\ndef roborl_robots():\n    return {'acme_bot': make_bot}\n\n"
+        "@hookimpl\ndef roborl_rewards():\n    return {'acme_shaping': make_shaping}\n",
+    )  # fmt: skip
+    env = {"PYTHONPATH": str(site)}
+    proc = roborl(
+        "train", "robot=acme_bot", "robot.rate_hz=50", "reward=acme_shaping", "--cfg", "job",
+        cwd=tmp_path, env=env,
+    )  # fmt: skip
+    import yaml
+
+    cfg = yaml.safe_load(proc.stdout)
+    assert cfg["robot"] == {"name": "acme_bot", "port": "/dev/ttyACM0", "rate_hz": 50}
+    assert cfg["reward"] == {"name": "acme_shaping", "scale": 2.0}

@@ -219,3 +219,30 @@ def test_python_api_and_bad_input(tmp_path: Path) -> None:
     bad.write_text("Ant-v5: {random: 1.0, reference: 2.0}\n")
     with pytest.raises(ConfigError, match="names the tasks Ant-v5"):
         aggregate([tmp_path / "runs"], refs=bad, reps=200)
+
+
+def test_two_variants_of_one_algorithm_get_their_own_rows(tmp_path: Path) -> None:
+    """Runs of one algorithm with different settings: by default they share the `sac` row;
+    `--label NAME=GLOB` and `group_by=KEY` split them, each row holding its own runs."""
+    for variant, lr in (("fast", 1e-3), ("slow", 3e-4)):
+        for seed in range(3):
+            d = tmp_path / f"{variant}_s{seed}"
+            curve = [10.0, 20.0, (500.0 if variant == "fast" else 100.0) + seed]
+            _write_run(d, "sac", "Hopper-v5", seed, curve)
+            (d / "config.yaml").write_text(f"seed: {seed}\nalgo:\n  name: sac\n  actor_lr: {lr}\n")
+    cmd = [sys.executable, "-m", "roborl.core.cli", "report", "plots=false", "reps=50"]
+
+    def rows(*args: str) -> dict[str, float]:
+        out = tmp_path / f"out{len(list(tmp_path.glob('out*')))}"
+        subprocess.run([*cmd, f"out={out}", *args], check=True, capture_output=True, timeout=300)
+        res = json.loads((out / "report.json").read_text())
+        per = res["per_task_aggregates"]["final"]["Hopper-v5"]
+        return {name: v["mean"]["point"] for name, v in per.items()}
+
+    assert set(rows(str(tmp_path))) == {"sac"}
+    labelled = rows("--label", f"fast={tmp_path}/fast_*", "--label", f"slow={tmp_path}/slow_*")
+    assert labelled == pytest.approx({"fast": 501.0, "slow": 101.0})
+    grouped = rows(str(tmp_path), "group_by=algo.actor_lr")
+    assert grouped == pytest.approx(
+        {"sac [algo.actor_lr=0.001]": 501.0, "sac [algo.actor_lr=0.0003]": 101.0}
+    )

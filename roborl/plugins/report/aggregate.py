@@ -157,6 +157,37 @@ def load_run(path: str | Path) -> RunRecord:
     return run
 
 
+def relabel(
+    records: Sequence[RunRecord],
+    labels: Mapping[Path, str] | None = None,
+    group_by: str | None = None,
+) -> None:
+    """Name each run's group: by an explicit label (`label=NAME=GLOB`), else by the
+    algorithm plus the value of a config key of its config.yaml (`group_by=algo.lr`), so
+    two variants of one algorithm get two rows instead of one."""
+    for run in records:
+        label = (labels or {}).get(run.path.resolve())
+        if label is not None:
+            run.algo = label
+        elif group_by:
+            run.algo = f"{run.algo} [{group_by}={_config_value(run.path, group_by)}]"
+
+
+def _config_value(run_dir: Path, key: str) -> Any:
+    import yaml
+
+    path = run_dir / "config.yaml"
+    try:
+        node: Any = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"roborl report: group_by={key} needs {path} ({exc}).") from None
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
 # -- reference scores (refs=FILE) -----------------------------------------------------------
 
 

@@ -25,6 +25,7 @@ from roborl.plugins.report.aggregate import (
     find_run_dirs,
     learning_curves,
     load_run,
+    relabel,
     score_matrices,
 )
 from roborl.plugins.report.videos import video_section
@@ -402,12 +403,22 @@ def write_report(
     refs: str | Path | Mapping[str, Any] | None = None,
     md_sections: Sequence[tuple[str, str]] = (),
     html_sections: Sequence[tuple[str, Sequence[str], Sequence[Sequence[str]], str]] = (),
+    labels: Mapping[str, str] | None = None,
+    group_by: str | None = None,
 ) -> dict[str, Any]:
     """Aggregate, then write report.json, report.md, report.html and the PNG plots to `out`.
 
     `md_sections`/`html_sections` put a caller's tables first (`roborl compare`'s decisions).
+    `labels` maps a name to run directories (a glob, or a folder holding them): those runs
+    form one group under that name; `group_by` splits each algorithm by a config key.
     """
-    records = [load_run(p) for p in find_run_dirs(run_dirs)]
+    labelled: dict[Path, str] = {}
+    for name, pattern in (labels or {}).items():
+        for run_dir in find_run_dirs(_expand(pattern)):
+            labelled[run_dir.resolve()] = name
+    paths = [*run_dirs, *labelled]
+    records = [load_run(p) for p in find_run_dirs(paths)]
+    relabel(records, labelled, group_by)
     result = aggregate(records, metric=metric, reps=reps, seed=seed, refs=refs)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -417,6 +428,15 @@ def write_report(
     atomic_write_bytes(out / "report.md", to_markdown(result, md_sections).encode())
     atomic_write_bytes(out / "report.html", to_html(result, images, html_sections).encode())
     return result
+
+
+def _expand(pattern: str) -> list[str]:
+    import glob
+
+    matches = sorted(glob.glob(pattern))
+    if not matches:
+        raise ConfigError(f"roborl report: label pattern {pattern!r} matches no path.")
+    return matches
 
 
 # -- command line -----------------------------------------------------------------------------
@@ -445,6 +465,13 @@ class ReportOptions:
     reps: int = field(default=2000, metadata=rng(10, None, "bootstrap replications"))
     seed: int = field(default=0, metadata=rng(0, None, "seed of the bootstrap"))
     plots: bool = field(default=True, metadata={"help": "write the PNG plots (and embed them)"})
+    group_by: str | None = field(
+        default=None,
+        metadata={
+            "help": "config key (dotted, from each run's config.yaml) that splits an "
+            "algorithm's runs into groups, e.g. group_by=algo.fast_update"
+        },
+    )
 
 
 LEGACY_FLAGS = {"--out": "out", "--metric": "metric", "--reps": "reps", "--seed": "seed",
@@ -464,18 +491,31 @@ def report_help() -> str:
         + "\nOlder flag spellings still work: --out DIR, --metric M, --reps N, --seed N, "
         "--refs FILE, --no-plots.\n"
         "refs=FILE example (YAML):  Hopper-v5: {random: -20.3, reference: 3234.3}\n"
+        "Name groups yourself with --label NAME=GLOB (repeatable; those runs form the group\n"
+        "NAME), e.g. roborl report --label 'fast=runs/a*' --label 'slow=runs/b*'.\n"
         "To decide whether one method beats another: roborl compare --help (AdaStop)."
     )
 
 
-def parse_args(argv: Sequence[str]) -> tuple[ReportOptions, list[str]]:
-    """Run directories (arguments without '='), then key=value options (or --flag value)."""
+def parse_args(argv: Sequence[str]) -> tuple[ReportOptions, list[str], dict[str, str]]:
+    """Run directories (arguments without '='), `--label NAME=GLOB` groups, then key=value
+    options (or --flag value)."""
     from roborl.core.cli import command_options
 
     args: list[str] = []
+    labels: dict[str, str] = {}
     it = iter(argv)
     for a in it:
-        if a in LEGACY_FLAGS:
+        if a == "--label" or a.startswith("--label="):
+            spec = a.split("=", 1)[1] if a.startswith("--label=") else next(it, "")
+            name, sep, pattern = spec.partition("=")
+            if not (name and sep and pattern):
+                raise ConfigError(
+                    f"roborl report: --label {spec!r} must be NAME=GLOB, e.g. "
+                    "--label 'fast=runs/a*'."
+                )
+            labels[name] = pattern
+        elif a in LEGACY_FLAGS:
             value = next(it, None)
             if value is None:
                 raise ConfigError(f"roborl report: {a} needs a value.")
@@ -489,22 +529,23 @@ def parse_args(argv: Sequence[str]) -> tuple[ReportOptions, list[str]]:
             args.append(a)
     run_dirs = [a for a in args if "=" not in a and not a.startswith("-")]
     opts, _ = command_options(ReportOptions, [a for a in args if a not in run_dirs], "report")
-    if not run_dirs:
+    if not run_dirs and not labels:
         raise ConfigError(
             "roborl report: give one or more run directories (or folders holding them), "
             "e.g. roborl report runs/multirun out=report."
         )
-    return opts, run_dirs
+    return opts, run_dirs, labels
 
 
 def main(argv: list[str]) -> int:
     if any(a in ("-h", "--help") for a in argv):
         print(report_help())
         return 0
-    opts, run_dirs = parse_args(argv)
+    opts, run_dirs, labels = parse_args(argv)
     result = write_report(
-        run_dirs, opts.out, opts.metric, opts.reps, opts.seed, plots=opts.plots, refs=opts.refs
-    )
+        run_dirs, opts.out, opts.metric, opts.reps, opts.seed, plots=opts.plots, refs=opts.refs,
+        labels=labels, group_by=opts.group_by,
+    )  # fmt: skip
     print(to_markdown(result))
     print(
         f"roborl report: wrote {Path(opts.out) / 'report.html'} (self-contained), report.md, "

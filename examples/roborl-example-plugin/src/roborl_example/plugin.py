@@ -30,5 +30,12 @@ def roborl_collectors() -> dict:
 
 
 @hookimpl
+def roborl_loggers() -> dict:
+    from roborl_example.csv_logger import CsvLogger
+
+    return {"example_csv": CsvLogger}
+
+
+@hookimpl
 def roborl_config_dirs() -> list[str]:
     return ["pkg://roborl_example.configs"]
