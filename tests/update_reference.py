@@ -61,6 +61,9 @@ def seq_ops(snap: Snap, modules: Sequence[nn.Module]) -> list[tuple]:
             ops.append(("relu",))
         elif isinstance(m, nn.Tanh):
             ops.append(("tanh",))
+        elif isinstance(m, nn.GELU):
+            assert m.approximate == "none"
+            ops.append(("gelu",))
         elif isinstance(m, nn.Conv2d):
             assert m.padding == (0, 0) and m.dilation == (1, 1) and m.groups == 1
             ops.append(("conv", snap.add(m.weight), snap.add(m.bias), m.stride))
@@ -107,6 +110,8 @@ def forward(x: torch.Tensor, ops: list[tuple], detach: bool = False) -> torch.Te
             x = torch.clamp(x, min=0.0)
         elif kind == "tanh":
             x = torch.tanh(x)
+        elif kind == "gelu":  # Hendrycks & Gimpel 2016, exact form x Phi(x)
+            x = 0.5 * x * (1 + torch.erf(x / math.sqrt(2.0)))
         elif kind == "conv":
             x = nn.functional.conv2d(x, w(op[1]), w(op[2]), stride=op[3])
         elif kind == "flatten":
