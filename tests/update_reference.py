@@ -61,6 +61,8 @@ def seq_ops(snap: Snap, modules: Sequence[nn.Module]) -> list[tuple]:
             ops.append(("relu",))
         elif isinstance(m, nn.Tanh):
             ops.append(("tanh",))
+        elif isinstance(m, nn.Mish):
+            ops.append(("mish",))
         elif isinstance(m, nn.GELU):
             assert m.approximate == "none"
             ops.append(("gelu",))
@@ -110,6 +112,8 @@ def forward(x: torch.Tensor, ops: list[tuple], detach: bool = False) -> torch.Te
             x = torch.clamp(x, min=0.0)
         elif kind == "tanh":
             x = torch.tanh(x)
+        elif kind == "mish":  # Misra 2019: x tanh(softplus(x))
+            x = x * torch.tanh(torch.log1p(torch.exp(x)))
         elif kind == "gelu":  # Hendrycks & Gimpel 2016, exact form x Phi(x)
             x = 0.5 * x * (1 + torch.erf(x / math.sqrt(2.0)))
         elif kind == "conv":
