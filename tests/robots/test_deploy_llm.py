@@ -53,6 +53,12 @@ def test_llm_policy_commands_sim_robot_within_limits(ros_env, nodes) -> None:
     dep.wait_event("deploy_start", START)
     done = dep.wait_event("done", 180)
     assert dep.proc.wait(timeout=60) == 0, dep.finish()
+    # Every reply was a valid action. The fallback (0, the centre of [-3, 3]) is inside the
+    # limits, so the bound check below would also pass a run where every reply was rejected
+    # (issue 37); the policy logs each rejected reply ("llm reply N rejected: REASON; using the
+    # fallback action", a warning on the node's stderr), and there must be none.
+    stderr = dep.finish()
+    assert "rejected" not in stderr and "fallback action" not in stderr, stderr[-3000:]
     assert done["commands"] >= 3, done
     assert "watchdog_state" not in done["interventions"], done
     assert "watchdog_policy" not in done["interventions"], done
