@@ -30,6 +30,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from roborl.core.errors import CheckpointError
 from roborl.core.interfaces import Batch
 from roborl.core.obs import check_obs_space, index_obs
 
@@ -485,12 +486,23 @@ class ReplayBuffer:
         return data
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Inverse of `state_dict`. A Dict buffer may load into another capacity (a resumed
-        run with more total_steps): its ring is then unrolled oldest-first and the frame
-        links renumbered."""
+        """Inverse of `state_dict`, also into a buffer of another capacity.
+
+        A resumed run with more (or fewer) total_steps sizes its buffer anew. The saved ring is
+        then unrolled oldest-first into rows 0..size-1 with `pos = size % capacity`, for Box and
+        Dict observations and every per-transition field alike, so the next transitions go
+        after the newest ones (never over the oldest) and sampling draws only written rows. A
+        saved buffer holding more transitions than this capacity is refused (which ones to
+        drop is the user's call, not a silent one). The same capacity loads slot for slot.
+        """
         n = int(state["size"])
+        saved_cap = int(state.get("capacity", self.capacity))
         if n > self.capacity:
-            raise ValueError(f"saved buffer holds {n} transitions, capacity is {self.capacity}")
+            raise CheckpointError(
+                f"the checkpoint's replay buffer holds {n} transitions, but this run's buffer "
+                f"has room for {self.capacity} (min(buffer_size, total_steps)); resume with "
+                f"total_steps and buffer_size of at least {n}."
+            )
         self._views.clear()  # storage may be replaced below
         self._row_views = None
         saved_dict = isinstance(state["obs"], Mapping)
@@ -502,19 +514,20 @@ class ReplayBuffer:
             )
         pos = int(state["pos"]) % self.capacity
         order: torch.Tensor | None = None  # saved slots in the order they are loaded
+        if saved_cap != self.capacity:
+            oldest = int(state["pos"]) % saved_cap if n == saved_cap else 0
+            order = (torch.arange(n) + oldest) % saved_cap
+            pos = n % self.capacity
         if self.dict_obs:
             if set(state["obs"]) != set(self.obs):
                 raise ValueError(
                     f"saved buffer has observation keys {sorted(state['obs'])}, this buffer "
                     f"{sorted(self.obs)}"
                 )
-            saved_cap = int(state.get("capacity", self.capacity))
             nxt = state["next_index"].clone()
             last = state.get("last")
             last = None if last is None else last.clone()
-            if saved_cap != self.capacity:
-                oldest = int(state["pos"]) % saved_cap if n == saved_cap else 0
-                order = (torch.arange(n) + oldest) % saved_cap
+            if order is not None:
                 renumber = torch.full((saved_cap,), -1, dtype=torch.long)
                 renumber[order] = torch.arange(n)
                 nxt = nxt[order]
@@ -525,19 +538,17 @@ class ReplayBuffer:
                 if last is not None:
                     last = renumber[last]
                     last = None if bool((last < 0).any()) else last
-                pos = n % self.capacity
             for k, v in state["obs"].items():
                 self.obs[k][:n] = (v if order is None else v[order]).to(self.device)
             self._next.fill_(-1)
             self._next[:n] = nxt
-            self._side = {k: v.to(self.device) for k, v in state["side"].items()}
+            # A copy: the side store is written in place, and `state` may alias another
+            # buffer's (`state_dict` of a CPU buffer returns its tensors, not copies).
+            self._side = {k: v.to(self.device, copy=True) for k, v in state["side"].items()}
             self._free = [int(e) for e in state["free"].tolist()]
             self._last = last
             pend = state.get("pending")
-            self._pending = None if pend is None else {k: v.numpy() for k, v in pend.items()}
-        else:
-            for name in ("obs", "next_obs"):
-                getattr(self, name)[:n] = state[name].to(self.device)
+            self._pending = None if pend is None else {k: v.numpy().copy() for k, v in pend.items()}
 
         def load(dst: torch.Tensor, values: torch.Tensor) -> None:
             dst[:n] = (values if order is None else values[order]).to(self.device)
@@ -546,6 +557,9 @@ class ReplayBuffer:
             load(getattr(self, name), state[name])
         if self.costs is not None and "costs" in state:
             load(self.costs, state["costs"])
+        if not self.dict_obs:
+            load(self.obs, state["obs"])
+            load(self.next_obs, state["next_obs"])
         for name, values in (state.get("extras") or {}).items():
             if name in self.extras:
                 load(self.extras[name], values)
