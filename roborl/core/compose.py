@@ -41,7 +41,10 @@ CONFIG_MODULE = "roborl.configs"
 
 
 def _plain(value: Any) -> Any:
-    """A dataclass default as OmegaConf accepts it (tuples become lists)."""
+    """A dataclass default as OmegaConf accepts it (tuples become lists, a nested config
+    dataclass a plain mapping, so its values reach roborl's validation untyped)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _plain(dataclasses.asdict(value))
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     if isinstance(value, Mapping):
@@ -149,9 +152,11 @@ def register_configs(host: Any) -> None:
     for group, kind in PLUGIN_GROUPS.items():
         files = set(yaml_options(host, group))
         for name, obj in getattr(host.registry, kind).items():
+            sub, _, leaf = name.rpartition("/")
+            node = plugin_group_node(group, name, obj)
+            # `<group>_defaults/<name>` always: a same-named YAML preset starts from it.
+            cs.store(group="/".join(filter(None, [f"{group}_defaults", sub])), name=leaf, node=node)
             if name not in files:
-                sub, _, leaf = name.rpartition("/")
-                node = plugin_group_node(group, name, obj)
                 cs.store(group="/".join(filter(None, [group, sub])), name=leaf, node=node)
     files = set(yaml_options(host, "algo"))
     for name, cls in host.registry.algorithms.items():

@@ -37,6 +37,9 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
         args = typing.get_args(tp)
         if value is None and type(None) in args:
             return None
+        others = [a for a in args if a is not type(None)]
+        if len(others) == 1:  # `X | None`: X's own message (e.g. "nan is not allowed")
+            return _coerce(key, value, others[0])
         errors = []
         for arg in args:
             if arg is type(None):

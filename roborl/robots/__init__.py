@@ -24,12 +24,21 @@ def _make_ros2(robot_cfg: Any) -> Any:
     except BaseException:
         driver.close()
         raise
-    driver.serve_safety(env.safety, clear=env.reset_estop)
+    driver.serve_safety(env.safety, clear=env.reset_estop, activate=env.activate)
     return env
+
+
+def _robot_config() -> type:
+    from roborl.robots.config import RobotConfig
+
+    return RobotConfig
 
 
 @hookimpl
 def roborl_robots() -> dict[str, Any]:
+    # The typed config is the only home of the robot's defaults (robot/ros2.yaml lists only
+    # what differs for the sim-robot pendulum).
+    _make_ros2.Config = _robot_config()  # type: ignore[attr-defined]
     return {"ros2": _make_ros2}
 
 

@@ -206,7 +206,7 @@ class _DeployNode:
         if self.on_watchdog not in ("exit", "hold"):
             raise ConfigError(f"on_watchdog={self.on_watchdog!r}: accepted are exit, hold.")
         d = self.driver
-        self.rate_hz = float(self.cfg.get("rate_hz") or 50.0)
+        self.rate_hz = float(self.cfg["rate_hz"])
         if self.rate_hz <= 0:
             raise ConfigError(f"rate_hz={self.rate_hz} must be > 0.")
         self.period = 1.0 / self.rate_hz
@@ -240,13 +240,16 @@ class _DeployNode:
             with self.lock:
                 if self.env is None:
                     self.env = RobotEnv(self.cfg, driver=self.driver)
+                    # Configured is not active: no command until the activate transition.
+                    self.env.safety.disable("configured, not yet active", hold=False)
                     self.driver.serve_safety(
-                        self.env.safety, clear=self._clear_estop, extra=self._status
+                        self.env.safety,
+                        clear=self._clear_estop,
+                        extra=self._status,
+                        activate=None if self.managed else self._activate_unmanaged,
                     )
                 else:
-                    self.env._fresh_obs(
-                        time.monotonic(), float(self.cfg.get("connect_timeout_s", 10.0))
-                    )
+                    self.env._fresh_obs(time.monotonic(), float(self.cfg["connect_timeout_s"]))
         except BaseException as exc:
             self.configure_error = exc
             raise
@@ -266,6 +269,7 @@ class _DeployNode:
                     "~/estop false first",
                 )
                 return False
+            self.env.safety.enable()
             self.active = True
         self._lifecycle("active")
         if not self.started:
@@ -283,34 +287,50 @@ class _DeployNode:
             )
         return True
 
+    def _halt(self, cause: str) -> None:
+        """Stop commanding and leave the robot holding (the hold goes out at once)."""
+        self.active = False
+        if self.env is not None:
+            self.env.safety.disable(cause)
+
     def _on_deactivate(self) -> bool:
         with self.lock:
-            self.active = False
-            if self.env is not None and not self.env.safety.estopped:
-                self.driver.stop(self.env.safety.hold_command())  # leave the robot holding
+            self._halt("lifecycle deactivate")
         self._lifecycle("inactive")
         return True
 
     def _on_cleanup(self) -> bool:
         with self.lock:
-            self.active = False
+            self._halt("lifecycle cleanup")
         self._lifecycle("unconfigured")
         return True
 
     def _on_shutdown(self) -> bool:
         with self.lock:
-            if self.active and self.env is not None and not self.env.safety.estopped:
-                self.driver.stop(self.env.safety.hold_command())
-            self.active = False
+            self._halt("lifecycle shutdown")
             self.stop = True
         self._lifecycle("finalized")
         return True
 
     def _clear_estop(self) -> None:
+        """Clearing only clears: the node goes to inactive and commands again only after an
+        explicit lifecycle activate (or `~/activate` for a node without a lifecycle)."""
         with self.lock:
             self.env.reset_estop()
             self.reported_estop = False
-        announce(self.transport, logging.WARNING, event="estop_cleared")
+            self.active = False
+        announce(self.transport, logging.WARNING, event="estop_cleared", awaiting="activate")
+        if self.managed and self.transport.lifecycle_state() == "active":
+            # Off the service's thread: a transition from inside a callback would wait on it.
+            threading.Thread(
+                target=self.transport.trigger, args=("deactivate",), daemon=True
+            ).start()
+
+    def _activate_unmanaged(self) -> None:
+        with self.lock:
+            self.env.safety.enable()
+            self.active = True
+        announce(self.transport, logging.WARNING, event="activated")
 
     def _status(self) -> dict[str, Any]:
         state = self.transport.lifecycle_state() if self.managed else "active"
@@ -347,7 +367,7 @@ class _DeployNode:
 
     def run(self) -> int:
         def on_sigint(signum: int, frame: Any) -> None:
-            if self.env is not None:
+            if self.env is not None:  # latches and sends the hold at once
                 self.env.safety.trigger_estop("Ctrl-C" if signum == signal.SIGINT else "SIGTERM")
             self.stop = True
 
@@ -409,9 +429,8 @@ class _DeployNode:
                 decision = env.safety.filter(
                     action, age, time.monotonic() - start, camera_ages, human=human
                 )
-                if decision is None:
+                if decision is None or not env.safety.emit(decision.command):
                     continue
-                driver.command(decision.command)
                 done = time.monotonic()
                 compute.append(done - start)
                 if driver.received != last_seen:
@@ -461,13 +480,12 @@ class _DeployNode:
         }
 
     def teardown(self) -> None:
-        """Hold (unless the e-stop is latched: then not even a final command goes out), close
-        the node, and report."""
+        """Send the final hold (e-stop latched or not), close the node, and report."""
         with self.lock:
             self.active = False
             env, driver = self.env, self.driver
             if driver is not None:
-                if env is not None and not env.safety.estopped:
+                if env is not None:
                     env.close()  # final hold command, then an orderly teardown
                 else:
                     driver.close()

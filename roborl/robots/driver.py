@@ -32,6 +32,7 @@ from roborl.core.errors import ConfigError, RobotError
 from roborl.core.interfaces import RobotDriver
 from roborl.robots import msgs
 from roborl.robots.cameras import CameraFeed, parse_cameras
+from roborl.robots.config import robot_config_dict
 from roborl.robots.transport import (
     Param,
     add_service,
@@ -45,8 +46,6 @@ from roborl.robots.transport import (
 
 log = logging.getLogger("roborl.robots.driver")
 
-FIELDS = ("position", "velocity", "effort")
-INTERFACES = ("forward", "trajectory", "twist")
 QOS_TOPICS = ("state", "command", "estop", "diagnostics")
 INTERVENTIONS = (
     "estop",
@@ -56,6 +55,7 @@ INTERVENTIONS = (
     "clamp",
     "rate_limit",
     "nonfinite",
+    "watchdog_supervisor",
 )
 
 #: The robot config keys a ROS 2 engineer may set as parameters (dotted = nested in the config).
@@ -152,22 +152,12 @@ class Ros2Driver(RobotDriver):
     """See module docstring; `cfg` is the `robot` config group (roborl/robots/configs)."""
 
     def __init__(self, cfg: Mapping[str, Any], transport: Any | None = None) -> None:
-        self.joints = list(cfg.get("joints") or [])
-        if not self.joints:
-            raise ConfigError(
-                "robot.joints is empty: list the joint names to observe, e.g. "
-                "robot.joints=[slider,hinge] (names as published on /joint_states)."
-            )
-        self.fields = list(cfg.get("fields") or ["position", "velocity"])
-        bad = [f for f in self.fields if f not in FIELDS]
-        if bad:
-            raise ConfigError(f"robot.fields {bad} unknown: accepted are {list(FIELDS)}.")
-        command = dict(cfg.get("command") or {})
-        self.interface = command.get("interface", "forward")
-        if self.interface not in INTERFACES:
-            raise ConfigError(
-                f"robot.command.interface={self.interface!r}: accepted are {list(INTERFACES)}."
-            )
+        cfg = robot_config_dict(cfg)  # typed and validated: unknown keys and bad values refused
+        self.joints = list(cfg["joints"])
+        self.fields = list(cfg["fields"])
+        command = dict(cfg["command"])
+        self.interface = command["interface"]
+        self.estop_clear = cfg["estop"]["clear"]
         self.controller = command.get("controller", "forward_command_controller")
         self.command_joints = list(command.get("joints") or self.joints)
         self.command_topic = (
@@ -178,7 +168,7 @@ class Ros2Driver(RobotDriver):
                 "twist": "/cmd_vel",
             }[self.interface]
         )
-        rate = float(cfg.get("rate_hz") or 50.0)
+        rate = float(cfg["rate_hz"])
         tfs = command.get("time_from_start_s")
         # ros2_controllers read time_from_start as "reach this point by then": 0 is a jump.
         self.time_from_start_s = float(tfs) if tfs else 1.0 / rate
@@ -195,7 +185,7 @@ class Ros2Driver(RobotDriver):
         self.qos = {k: qos_spec(qos.get(k), f"robot.qos.{k}") for k in QOS_TOPICS}
         self.cameras = parse_cameras(cfg.get("cameras"))
         self.feeds = {c.name: CameraFeed(c) for c in self.cameras}
-        self.diagnostics_period_s = float(cfg.get("diagnostics_period_s") or 1.0)
+        self.diagnostics_period_s = float(cfg["diagnostics_period_s"])
         self.name = str(cfg.get("name") or "robot")
         self.node_name = cfg.get("node_name", "roborl_driver")
         self._transport_kind = cfg.get("transport", "auto")
@@ -250,7 +240,11 @@ class Ros2Driver(RobotDriver):
         try:
             params = {**robot_parameters(cfg), **dict(extra_params or {})}
             resolved = apply_parameters(cfg, declare_parameters(transport, params))
+            extras = {k: resolved.pop(k) for k in dict(extra_params or {}) if k in resolved}
+            # ROS parameters are checked like the config they override (-p safety.max_delta:=-1).
+            resolved = robot_config_dict(resolved)
             driver = cls({**resolved, "node_name": name}, transport=transport)
+            resolved.update(extras)
         except BaseException:
             transport.close()
             raise
@@ -368,12 +362,15 @@ class Ros2Driver(RobotDriver):
         safety: Any,
         clear: Callable[[], None],
         extra: Callable[[], dict[str, Any]] | None = None,
+        activate: Callable[[], None] | None = None,
     ) -> None:
         """Offer `~/estop` (std_srvs/SetBool) and publish `safety`'s state on /diagnostics.
 
-        SetBool true latches like a True on the e-stop topic; SetBool false calls `clear`,
-        the explicit operator action (nothing else over ROS clears a latched e-stop).
-        `extra()` adds node-specific values (e.g. the deploy node's lifecycle state)."""
+        SetBool true latches like a True on the e-stop topic (the hold goes out at once);
+        SetBool false calls `clear`, which only clears: motion needs an explicit activate
+        (`~/activate`, std_srvs/Trigger, offered when `activate` is given; a lifecycle node
+        uses its activate transition instead). `extra()` adds node-specific values (e.g. the
+        deploy node's lifecycle state)."""
         if self._transport is None:
             raise RobotError("serve_safety() needs an open transport: call connect() first.")
         self._safety = safety
@@ -383,6 +380,10 @@ class Ros2Driver(RobotDriver):
             self._transport, service, "set_bool", lambda data: self._set_estop(clear, data)
         ):
             node_log(self._transport, logging.INFO, f"e-stop service {service} (std_srvs/SetBool)")
+        if activate is not None:
+            add_service(
+                self._transport, "~/activate", "trigger", lambda _: self._activate(activate)
+            )
         self._diag_pub = publisher(
             self._transport, "/diagnostics", msgs.DiagnosticArray, self.qos["diagnostics"]
         )
@@ -402,11 +403,23 @@ class Ros2Driver(RobotDriver):
             return True, f"e-stop latched ({safety.estop_cause})"
         if not safety.estopped:
             return True, "e-stop was not latched"
+        if self.estop_clear == "none":
+            return False, (
+                f"e-stop stays latched ({safety.estop_cause}): robot.estop.clear=none allows no "
+                "remote clear; restart the node once the robot is safe"
+            )
         was = safety.estop_cause
         clear()
         node_log(self._transport, logging.WARNING, f"e-stop cleared by ~/estop (was: {was})")
         self.publish_diagnostics()
         return True, f"e-stop cleared (was: {was})"
+
+    def _activate(self, activate: Callable[[], None]) -> tuple[bool, str]:
+        if self._safety.estopped:
+            return False, f"e-stop latched ({self._safety.estop_cause}): clear it first"
+        activate()
+        node_log(self._transport, logging.WARNING, "commanding activated by ~/activate")
+        return True, "activated"
 
     def status(self) -> tuple[int, str, dict[str, Any]]:
         """(level, message, values) of the safety layer for /diagnostics (0 OK, 1 WARN, 2 ERROR)."""
@@ -414,6 +427,8 @@ class Ros2Driver(RobotDriver):
         counts = dict(safety.interventions) if safety is not None else {}
         values: dict[str, Any] = {
             "estopped": bool(safety is not None and safety.estopped),
+            "enabled": bool(safety is not None and safety.enabled),
+            "holds_sent": safety.holds_sent if safety is not None else 0,
             "estop_cause": (safety.estop_cause if safety is not None else None) or "",
             "commands_sent": self.sent,
             "states_received": self.received,

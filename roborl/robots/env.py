@@ -40,6 +40,7 @@ import numpy as np
 
 from roborl.core.errors import ConfigError, RobotError
 from roborl.robots import msgs
+from roborl.robots.config import robot_config_dict
 from roborl.robots.driver import Ros2Driver
 from roborl.robots.episode import EpisodeConfig, EpisodeControl, call_trigger
 from roborl.robots.intervention import make_teleop
@@ -78,9 +79,9 @@ class RobotEnv(gym.Env):
     metadata = {"render_modes": []}
 
     def __init__(self, cfg: Mapping[str, Any], driver: Ros2Driver | None = None) -> None:
-        self.cfg = dict(cfg)
+        self.cfg = robot_config_dict(cfg)  # typed and validated, every default filled in
         self.driver = driver or Ros2Driver(self.cfg)
-        self.rate_hz = float(self.cfg.get("rate_hz", 50.0))
+        self.rate_hz = float(self.cfg["rate_hz"])
         if self.rate_hz <= 0:
             raise ConfigError(f"robot.rate_hz={self.rate_hz} must be > 0.")
         self.period = 1.0 / self.rate_hz
@@ -93,9 +94,9 @@ class RobotEnv(gym.Env):
                 low=[float(x) for x in low],
                 high=[float(x) for x in high],
                 max_delta=s.get("max_delta"),
-                max_state_age_s=float(s.get("max_state_age_s", 0.25)),
-                max_policy_time_s=float(s.get("max_policy_time_s", 0.5)),
-                hold=s.get("hold", "zero"),
+                max_state_age_s=float(s["max_state_age_s"]),
+                max_policy_time_s=float(s["max_policy_time_s"]),
+                hold=s["hold"],
                 max_camera_age_s={c.name: c.max_age_s for c in self.driver.cameras},
             )
         )
@@ -108,7 +109,7 @@ class RobotEnv(gym.Env):
             np.asarray(low, np.float32), np.asarray(high, np.float32), dtype=np.float32
         )
         self.observation_space = robot_observation_space(self.driver)
-        self.max_episode_steps = int(self.cfg.get("max_episode_steps", 1000))
+        self.max_episode_steps = int(self.cfg["max_episode_steps"])
         term = self.cfg.get("terminate") or {}
         self._term_idx = None
         if term:
@@ -136,9 +137,14 @@ class RobotEnv(gym.Env):
             )
         self.commands_at_estop: int | None = None
         self.driver.on_estop(self._on_estop)
-        self.driver.connect(float(self.cfg.get("connect_timeout_s", 10.0)))
+        self.driver.connect(float(self.cfg["connect_timeout_s"]))
         if self.safety.config.hold == "last":
             self.safety.set_last(self.commanded_positions())
+        # Every command and hold goes out through the safety layer from here on; creating
+        # the env is the explicit request to command (deploy disables it until activate).
+        self.safety.bind_output(self.driver.command)
+        self.safety.enable()
+        self.safety.start_supervisor(self.period)
         if self.teleop is not None:
             self.teleop.attach(self.driver.transport)
         self.episode = EpisodeControl(episode_cfg, self.driver.transport)
@@ -209,7 +215,8 @@ class RobotEnv(gym.Env):
                 raise RobotError(f"e-stop latched ({self.safety.estop_cause}) while moving home.")
             if decision.watchdog:
                 raise RobotError(f"move home aborted by the watchdog: {decision.cause}.")
-            self.driver.command(decision.command)
+            if not self.safety.emit(decision.command):
+                raise RobotError("commanding stopped while moving home (e-stop or deactivate).")
             if targets:
                 continue
             error = np.abs(self.commanded_positions() - self._home)
@@ -261,7 +268,8 @@ class RobotEnv(gym.Env):
                 f"e-stop is latched ({self.safety.estop_cause}); call reset_estop() after the "
                 "operator has cleared the robot."
             )
-        self.driver.stop(self.safety.hold_command())
+        self._await_enable()
+        self.safety.send_hold()
         mode = self.reset_cfg.get("mode", "wait")
         if mode == "topic" and self._reset_pub is not None:
             self._reset_pub(msgs.Bool(data=True))
@@ -276,7 +284,7 @@ class RobotEnv(gym.Env):
                 float(self.reset_cfg.get("timeout_s", 10.0)),
             )
         time.sleep(float(self.reset_cfg.get("wait_s", 0.05)))
-        obs = self._fresh_obs(time.monotonic(), float(self.cfg.get("connect_timeout_s", 10.0)))
+        obs = self._fresh_obs(time.monotonic(), float(self.cfg["connect_timeout_s"]))
         self.episode.start()
         self._steps = 0
         self._next_tick = time.monotonic()
@@ -296,9 +304,13 @@ class RobotEnv(gym.Env):
         _, age, camera_ages = read_observation(self.driver)
         human = self.teleop.command() if self.teleop is not None else None
         decision = self.safety.filter(action, age, policy_time, camera_ages, human=human)
-        if decision is None:
-            raise RobotError(f"e-stop latched ({self.safety.estop_cause}): no commands are sent.")
-        self.driver.command(decision.command)
+        if decision is None or not self.safety.emit(decision.command):
+            why = (
+                f"e-stop latched ({self.safety.estop_cause})"
+                if self.safety.estopped
+                else ("commanding is disabled (an e-stop was cleared: activate to resume)")
+            )
+            raise RobotError(f"{why}: no commands are sent; the robot holds.")
         self.last_latency_s = age
         self._steps += 1
         obs, age, camera_ages = read_observation(self.driver)
@@ -329,24 +341,41 @@ class RobotEnv(gym.Env):
     def hold(self) -> None:
         """Send the safety layer's hold command now (zero, or the last position for
         `hold: last`): the robot waits there between episodes, e.g. while the learner
-        updates, instead of repeating the episode's last action. Nothing is sent while the
-        e-stop is latched."""
-        if not self.safety.estopped:
-            self.driver.stop(self.safety.hold_command())
+        updates, instead of repeating the episode's last action."""
+        self.safety.send_hold()
 
     def _on_estop(self, cause: str) -> None:
-        """Latch, noting how many commands had gone out (proof that none follow the latch)."""
-        if not self.safety.estopped:
-            self.commands_at_estop = self.driver.sent
-        self.safety.trigger_estop(cause)
+        """Latch (the hold goes out at once), noting how many commands had gone out before
+        it: proof that only the hold follows the latch."""
+        with self.safety._out_lock:
+            if not self.safety.estopped:
+                self.commands_at_estop = self.driver.sent
+            self.safety.trigger_estop(cause)
 
     def reset_estop(self) -> None:
+        """Clear the latch only: commanding resumes after an explicit `activate()`."""
         self.safety.reset_estop()
         self.commands_at_estop = None
 
+    def activate(self) -> None:
+        """The explicit request to command again after a cleared e-stop (`~/activate`)."""
+        self.safety.enable()
+        log.warning("commanding activated by operator")
+
+    def _await_enable(self) -> None:
+        """Between episodes after a cleared e-stop: hold and wait for `activate()`."""
+        if self.safety.enabled:
+            return
+        log.warning("e-stop was cleared: the robot holds until ~/activate (std_srvs/Trigger)")
+        while not self.safety.enabled:
+            if self.safety.estopped:
+                raise RobotError(f"e-stop latched ({self.safety.estop_cause}) while waiting.")
+            time.sleep(0.05)
+
     def close(self) -> None:
-        """Final hold command (none while the e-stop is latched), then disconnect."""
-        self.hold()
+        """Final hold command (always, e-stop or not), then disconnect."""
+        self.safety.stop_supervisor()
+        self.safety.disable("close")
         self.driver.close()
 
 
@@ -356,8 +385,7 @@ def make_robot_env(cfg: Mapping[str, Any], driver: Ros2Driver | None = None) -> 
     previous = signal.getsignal(signal.SIGINT)
 
     def on_sigint(signum: int, frame: Any) -> None:
-        env.safety.trigger_estop("Ctrl-C")
-        env.driver.stop(env.safety.hold_command())
+        env.safety.trigger_estop("Ctrl-C")  # sends the hold at once
         if callable(previous):
             previous(signum, frame)
         else:

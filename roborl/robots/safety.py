@@ -1,8 +1,21 @@
 """The safety layer: the only path from a policy's action to a robot's command.
 
 Clamps to per-joint limits, limits the change per step, rejects NaN/inf (holds instead), runs a
-watchdog on stale state, stale camera frames and late policy output, and keeps a latched e-stop that only an explicit
-`reset_estop()` clears. Every intervention is logged with its cause and counted.
+watchdog on stale state, stale camera frames and late policy output, and keeps a latched e-stop
+that only an explicit `reset_estop()` clears. Every intervention is logged with its cause and
+counted.
+
+Once bound to the driver's command function (`bind_output`), the layer also owns the output:
+- every way commanding stops (e-stop, `disable()` for lifecycle deactivate/shutdown, errors,
+  Ctrl-C) sends the hold command at once, from whichever thread stops it, under the same lock
+  as the control loop's `emit()`, so no policy command can follow the hold;
+- clearing the e-stop never restarts motion: the layer stays disabled until an explicit
+  `enable()` (deploy's lifecycle activate, the train driver's `~/activate` service);
+- a supervisor thread, independent of the control loop, sends the hold whenever no command has
+  gone out for `max_policy_time_s` while enabled, so a hung policy, a GIL stall or a blocked
+  loop cannot leave the last command running.
+This is a software stop, not a safety-rated one: a real robot also needs a hardware e-stop and
+controller-side command timeouts.
 """
 
 from __future__ import annotations
@@ -11,7 +24,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -69,24 +82,129 @@ class SafetyLayer:
         self._last = np.clip(np.zeros_like(self.low), self.low, self.high)
         self._estop = threading.Event()
         self.estop_cause: str | None = None
+        # The output side (see the module docstring): one lock orders holds and commands.
+        self._out_lock = threading.RLock()
+        self._send: Callable[[np.ndarray], None] | None = None
+        self._enabled = False
+        self._holding = False
+        self._last_sent = time.monotonic()
+        self.holds_sent = 0
+        self._supervisor: threading.Thread | None = None
+        self._supervisor_stop = threading.Event()
+
+    # -- output ---------------------------------------------------------------------------
+    def bind_output(self, send: Callable[[np.ndarray], None]) -> None:
+        """Route every command and hold through `send` (the driver's command function)."""
+        self._send = send
+
+    def emit(self, command: np.ndarray) -> bool:
+        """Send a command `filter` let through; False (nothing sent) when the e-stop is
+        latched or the layer is disabled, which a stop from another thread may have done
+        between `filter` and here."""
+        with self._out_lock:
+            if self.estopped or not self._enabled or self._send is None:
+                return False
+            self._send(command)
+            self._last_sent = time.monotonic()
+            self._holding = False
+            return True
+
+    def send_hold(self) -> None:
+        """Send the hold command now, whatever the state (holding is always allowed)."""
+        with self._out_lock:
+            self._holding = True
+            self._last_sent = time.monotonic()
+            if self._send is None:
+                return
+            try:
+                self._send(self.hold_command())
+                self.holds_sent += 1
+            except Exception as exc:  # a dead transport must not hide the stop's cause
+                log.error("hold command failed: %s", exc)
+
+    @property
+    def enabled(self) -> bool:
+        return self._enabled
+
+    def enable(self) -> None:
+        """The explicit request that allows motion (start, lifecycle activate, `~/activate`)."""
+        from roborl.core.errors import RobotError
+
+        with self._out_lock:
+            if self.estopped:
+                raise RobotError(
+                    f"cannot enable commanding: the e-stop is latched ({self.estop_cause}); "
+                    "clear it first (clearing alone never restarts motion)."
+                )
+            self._enabled = True
+            self._last_sent = time.monotonic()
+
+    def disable(self, cause: str, hold: bool = True) -> None:
+        """Stop commanding (lifecycle deactivate/cleanup/shutdown, an error, exit): the hold
+        goes out at once and nothing more until `enable()`."""
+        with self._out_lock:
+            was = self._enabled
+            self._enabled = False
+            if hold:
+                self.send_hold()
+        if was:
+            log.info("commanding disabled (%s); the robot holds", cause)
+
+    # -- supervisor -----------------------------------------------------------------------
+    def start_supervisor(self, period_s: float) -> None:
+        """Check every `period_s` that a command went out within `max_policy_time_s`."""
+        if self._supervisor is not None:
+            return
+        self._supervisor_stop.clear()
+        self._supervisor = threading.Thread(
+            target=self._supervise, args=(period_s,), name="roborl-safety-supervisor", daemon=True
+        )
+        self._supervisor.start()
+
+    def stop_supervisor(self) -> None:
+        self._supervisor_stop.set()
+        if self._supervisor is not None and self._supervisor is not threading.current_thread():
+            self._supervisor.join(2.0)
+        self._supervisor = None
+
+    def _supervise(self, period_s: float) -> None:
+        limit = self.config.max_policy_time_s
+        while not self._supervisor_stop.wait(period_s):
+            with self._out_lock:
+                if not self._enabled or self.estopped or self._holding:
+                    continue
+                silent = time.monotonic() - self._last_sent
+                if silent > limit:
+                    self._note("watchdog_supervisor", f"no command for {silent:.3f}s (> {limit}s)")
+                    self.send_hold()
 
     # -- e-stop ---------------------------------------------------------------------------
     def trigger_estop(self, cause: str) -> None:
-        """Latch the e-stop (thread-safe; called from transport callbacks and signal handlers)."""
-        if not self._estop.is_set():
-            self.estop_cause = cause
-            self._estop.set()
-            self._note("estop", cause)
+        """Latch the e-stop and send the hold at once (thread-safe; called from transport
+        callbacks, services and signal handlers)."""
+        with self._out_lock:
+            if not self._estop.is_set():
+                self.estop_cause = cause
+                self._estop.set()
+                self._note("estop", cause)
+                self.send_hold()
 
     @property
     def estopped(self) -> bool:
         return self._estop.is_set()
 
     def reset_estop(self) -> None:
-        """The explicit operator action that clears a latched e-stop."""
-        log.warning("e-stop reset by operator (was: %s)", self.estop_cause)
-        self.estop_cause = None
-        self._estop.clear()
+        """The explicit operator action that clears a latched e-stop. It only clears: the
+        layer stays disabled (holding) until an explicit `enable()`."""
+        with self._out_lock:
+            log.warning(
+                "e-stop reset by operator (was: %s); motion needs an explicit activate",
+                self.estop_cause,
+            )
+            self.estop_cause = None
+            self._estop.clear()
+            self._enabled = False
+            self.send_hold()
 
     # -- commands -------------------------------------------------------------------------
     def hold_command(self) -> np.ndarray:
@@ -160,7 +278,7 @@ class SafetyLayer:
             if not np.array_equal(limited, clipped):
                 self.interventions["rate_limit"] += 1
                 cause = "rate limited"
-            clipped = limited
+            clipped = np.clip(limited, self.low, self.high)  # never past a limit, whatever d
         self._last = clipped
         return Decision(clipped.copy(), False, cause)
 

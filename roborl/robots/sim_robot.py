@@ -76,6 +76,15 @@ class SimRobotOptions:
         default=None,
         metadata={"help": "joints published, in this order (null: every hinge/slide joint)"},
     )
+    command_timeout_s: float = field(
+        default=0.5,
+        metadata=rng(
+            0.0,
+            None,
+            "apply the hold (zero) when no command arrived for this long, like "
+            "diff_drive_controller's cmd_vel_timeout; 0 = apply the last command forever",
+        ),
+    )
     command_low: list[float] | None = field(
         default=None, metadata={"help": "commands are clipped to these (null: the env's bounds)"}
     )
@@ -292,6 +301,9 @@ def sim_robot(argv: list[str]) -> int:
                 "reset_topic": Param(opts.reset_topic, "std_msgs/Bool reset request topic"),
                 "on_terminate": Param(opts.on_terminate, "reset or hold"),
                 "publish_clock": Param(bool(opts.publish_clock), "publish sim time on /clock"),
+                "command_timeout_s": Param(
+                    float(opts.command_timeout_s), "hold when no command for this long (0: off)"
+                ),
             },
         )
         cameras = _CameraPublisher(cams, base, transport, qos["camera"]) if cams else None
@@ -358,7 +370,10 @@ def _serve_sim(
     command = np.zeros(n_act)
     lock = threading.Lock()
     resets: list[threading.Event] = []  # pending reset requests, each set once served
-    state = {"commands": 0, "rejected": 0, "reset_requests": 0, "episodes": 0}
+    state = {"commands": 0, "rejected": 0, "reset_requests": 0, "episodes": 0, "timeouts": 0}
+    timeout_s = float(p["command_timeout_s"])
+    hold = np.clip(np.zeros(n_act), low, high)
+    last_command = [time.monotonic()]
 
     def on_command(msg: msgs.Float64MultiArray) -> None:
         data = np.asarray(msg.data, dtype=np.float64)
@@ -368,6 +383,7 @@ def _serve_sim(
         with lock:
             command[:] = np.clip(data, low, high)
             state["commands"] += 1
+            last_command[0] = time.monotonic()
 
     def on_reset(msg: msgs.Bool) -> None:
         if msg.data:
@@ -431,6 +447,13 @@ def _serve_sim(
             reset_next, frozen = False, False
         if not frozen:
             with lock:
+                # A controller with a command timeout: a silent commander gets the hold.
+                silent = timeout_s > 0 and time.monotonic() - last_command[0] > timeout_s
+                if silent and not np.array_equal(command, hold):
+                    command[:] = hold
+                    state["timeouts"] += 1
+                    announce(transport, logging.WARNING, event="command_timeout",
+                             timeout_s=timeout_s)  # fmt: skip
                 action = command.astype(np.float32)
             _, reward, terminated, truncated, _ = env.step(action)
             ep_len += 1
@@ -483,6 +506,7 @@ def _serve_sim(
         episodes_ended=state["episodes"],
         commands=state["commands"],
         rejected_commands=state["rejected"],
+        command_timeouts=state["timeouts"],
         reset_requests=state["reset_requests"],
         sim_time_s=sim_t,
         last_clock_s=now(transport) if stamps_sim else None,

@@ -10,26 +10,24 @@ local render of the scene at the joint positions that arrived with it.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import mujoco
 import numpy as np
 import pytest
-import yaml
 from rosbags.typesys import Stores, get_typestore
 
 from roborl.core.errors import RobotError
 from roborl.robots import _make_ros2, msgs
 from roborl.robots.cameras import CameraFeed, CameraSpec, decode_image, encode_image
+from roborl.robots.config import robot_preset
 from roborl.robots.driver import Ros2Driver
 from roborl.robots.rclpy_transport import RclpyTransport
 from roborl.robots.safety import SafetyConfig, SafetyLayer
 from roborl.sim.tabletop.env import TabletopEnv
 
 START = 90.0  # process start-up on a loaded 2-core machine can take tens of seconds
-CONFIG = Path(__file__).parents[2] / "roborl" / "robots" / "configs" / "robot" / "tabletop.yaml"
 SCENE = ["gx", "gy", "red_x", "red_y", "green_x", "green_y", "blue_x", "blue_y"]
 TS = get_typestore(Stores.ROS2_KILTED)
 
@@ -189,7 +187,7 @@ def test_camera_watchdog_in_the_safety_layer(caplog: pytest.LogCaptureFixture) -
 
 
 def _robot_cfg(transport: str, **over: Any) -> dict[str, Any]:
-    cfg = yaml.safe_load(CONFIG.read_text())
+    cfg = robot_preset("tabletop")
     cfg.update(transport=transport, connect_timeout_s=60.0, **over)
     return cfg
 

@@ -142,20 +142,37 @@ ROBOT = PRELUDE + textwrap.dedent(
     out(event="ready")
     if scenario == "estop":
         estop = node.create_client(SetBool, deploy + "/estop")
+        get_state = node.create_client(GetState, deploy + "/get_state")
+        change = node.create_client(ChangeState, deploy + "/change_state")
+
+        def settled(estopped):
+            # Event, not a window: deploy reports what it sent; every one of them has arrived.
+            v = diagnostics.get("values", {})
+            return v.get("estopped") == estopped and v.get("commands_sent") == str(len(commands))
+
+        def label():
+            return call(get_state, GetState.Request()).current_state.label
+
         out(event="commanding", ok=wait(lambda: len(commands) >= 20, 120))
         answer = call(estop, SetBool.Request(data=True))
         out(event="estop_set", success=answer.success, message=answer.message)
-        out(event="latched", counts=settle_then_count())
+        out(event="latched", ok=wait(lambda: settled("true"), 60), n=len(commands),
+            last=commands[-1])
         estop_topic.publish(Bool(data=False))  # releasing a button is not a reset
-        time.sleep(1.5)
-        wait(lambda: diagnostics.get("values", {}).get("estopped") == "true", 10)
+        time.sleep(1.0)
+        wait(lambda: settled("true"), 30)
         out(event="after_bool_false", n=len(commands), diagnostics=diagnostics)
-        answer = call(estop, SetBool.Request(data=False))
+        answer = call(estop, SetBool.Request(data=False))  # a remote clear from this node
         n = len(commands)
+        inactive = wait(lambda: label() == "inactive", 60)
+        wait(lambda: settled("false"), 60)
         out(event="estop_cleared", success=answer.success, message=answer.message,
-            resumed=wait(lambda: len(commands) >= n + 10, 60))
+            inactive=inactive, after_clear=commands[n:], diagnostics=diagnostics)
+        n = len(commands)
+        out(event="activated", success=transition(change, Transition.TRANSITION_ACTIVATE),
+            resumed=wait(lambda: any(c != [0.0] for c in commands[n:]), 60))
         estop_topic.publish(Bool(data=True))  # the topic can still latch it
-        out(event="topic_latched", counts=settle_then_count())
+        out(event="topic_latched", ok=wait(lambda: settled("true"), 60), last=commands[-1])
     elif scenario == "lifecycle":
         get_state = node.create_client(GetState, deploy + "/get_state")
         change = node.create_client(ChangeState, deploy + "/change_state")
@@ -315,8 +332,10 @@ def test_rclpy_robot_gets_deploy_commands_and_estop_service_stops_them(
     rclpy_env, procs, balance_checkpoint
 ) -> None:
     """A plain rclpy robot receives `roborl deploy`'s commands; SetBool(true) on ~/estop stops
-    them, a Bool False on /estop does not clear it, SetBool(false) does, and the /estop topic
-    can still latch it. /diagnostics reports the latch."""
+    them with the hold as the last command, a Bool False on /estop does not clear it,
+    SetBool(false) from this unrelated node clears it but only holds (the node goes inactive),
+    and only an explicit lifecycle activate resumes; the /estop topic can still latch it.
+    /diagnostics reports the latch; every check waits on deploy's own command count."""
     robot = procs(
         peer(ROBOT, "estop", "/forward_command_controller/commands", "/roborl_deploy"),
         rclpy_env,
@@ -341,19 +360,23 @@ def test_rclpy_robot_gets_deploy_commands_and_estop_service_stops_them(
     assert answer["success"] and "latched" in answer["message"]
     ev = dep.wait_event("estop", 60)
     assert "~/estop service" in ev["cause"]
-    assert ev["commands_sent"] - ev["commands_at_estop"] <= 1, ev
-    first, second = robot.wait_event("latched", 60)["counts"]
-    assert second == first  # latched: nothing reached the robot
+    assert ev["commands_sent"] - ev["commands_at_estop"] == 1, ev  # the hold, nothing else
+    latched = robot.wait_event("latched", 60)
+    assert latched["ok"] and latched["last"] == [0.0], latched  # the robot was told to hold
     after = robot.wait_event("after_bool_false", 60)
-    assert after["n"] == second  # a Bool False on the topic does not un-latch
+    assert after["n"] == latched["n"]  # a Bool False on the topic does not un-latch
     assert after["diagnostics"]["values"]["estopped"] == "true", after
     assert after["diagnostics"]["level"] == 2
     assert int(after["diagnostics"]["values"]["interventions.estop"]) == 1
     cleared = robot.wait_event("estop_cleared", 90)
-    assert cleared["success"] and cleared["resumed"], cleared
-    dep.wait_event("estop_cleared", 30)
-    first, second = robot.wait_event("topic_latched", 60)["counts"]
-    assert second == first
+    assert cleared["success"] and cleared["inactive"], cleared  # clearing deactivates
+    assert all(c == [0.0] for c in cleared["after_clear"]), cleared  # and never resumes
+    assert cleared["diagnostics"]["values"]["enabled"] == "false", cleared
+    assert dep.wait_event("estop_cleared", 30)["awaiting"] == "activate"
+    activated = robot.wait_event("activated", 90)
+    assert activated["success"] and activated["resumed"], activated  # an explicit activate does
+    latched = robot.wait_event("topic_latched", 60)
+    assert latched["ok"] and latched["last"] == [0.0], latched
     assert "e-stop message" in [e for e in dep.events if e["event"] == "estop"][-1]["cause"]
     robot.wait_event("done", 30)
     dep.proc.terminate()
@@ -505,9 +528,9 @@ def _robot_cfg(**changes: object) -> dict:
     """The shipped robot config (robot=ros2) with `changes` (dotted keys) applied."""
     from omegaconf import OmegaConf
 
-    import roborl.robots.configs as configs
+    from roborl.robots.config import robot_preset
 
-    cfg = OmegaConf.load(Path(configs.__file__).parent / "robot" / "ros2.yaml")
+    cfg = OmegaConf.create(robot_preset("ros2"))
     for key, value in changes.items():
         OmegaConf.update(cfg, key, value, merge=False)
     return OmegaConf.to_container(cfg)

@@ -1,0 +1,256 @@
+"""The typed robot config (`robot=`): the only home of its defaults, validated before any ROS
+traffic.
+
+A robot config decides what a real machine is allowed to do, so nothing in it may be silently
+wrong: unknown keys are refused with a did-you-mean (a `max_detla` is an error, not an ignored
+key), limits must be finite with `low < high` per commanded joint, the rate limit must be
+positive, ages, rates and timeouts positive, joint names unique and the commanded joints among
+the observed ones. YAML files under `configs/robot/` list only what differs from these
+dataclasses; ROS parameters (`driver.ROBOT_PARAMS`) take their defaults from the validated
+values.
+
+`robot_config_dict` returns the validated config as a plain dict with every default filled in,
+which is what the driver, the env and the nodes read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from roborl.core.config import build_config, rng
+from roborl.core.errors import ConfigError
+
+FIELDS = ("position", "velocity", "effort")
+INTERFACES = ("forward", "trajectory", "twist")
+TERMINATE_KEYS = ("joint", "abs_above")
+RESET_KEYS = ("mode", "topic", "service", "wait_s", "timeout_s", "home", "duration_s", "tolerance")
+
+
+@dataclass
+class CommandConfig:
+    """Where commands go: a ros2_control controller (forward or trajectory) or a base (twist)."""
+
+    interface: str = field(
+        default="forward",
+        metadata={"choices": list(INTERFACES), "help": "forward | trajectory | twist"},
+    )
+    controller: str = field(
+        default="forward_command_controller", metadata={"help": "ros2_control controller"}
+    )
+    joints: list[str] | None = field(
+        default=None, metadata={"help": "commanded joints in the controller's order (null: joints)"}
+    )
+    topic: str | None = field(
+        default=None, metadata={"help": "null: derived from interface and controller"}
+    )
+    time_from_start_s: float | None = field(
+        default=None, metadata=rng(0.0, None, "JointTrajectory point time (null: one period)")
+    )
+
+
+@dataclass
+class RobotSafetyConfig:
+    """The safety layer's limits and watchdogs (see `roborl.robots.safety`)."""
+
+    low: list[float] | None = field(
+        default=None, metadata={"help": "lower command limit per commanded joint (null: -1)"}
+    )
+    high: list[float] | None = field(
+        default=None, metadata={"help": "upper command limit per commanded joint (null: 1)"}
+    )
+    max_delta: float | None = field(
+        default=None, metadata=rng(0.0, None, "largest command change per step (null: none)")
+    )
+    max_state_age_s: float = field(
+        default=0.25, metadata=rng(0.0, None, "hold when the newest JointState is older")
+    )
+    max_policy_time_s: float = field(
+        default=0.5,
+        metadata=rng(0.0, None, "hold when no command went out for this long (policy watchdog)"),
+    )
+    hold: str = field(
+        default="zero",
+        metadata={"choices": ["zero", "last"], "help": "zero (effort/velocity) or last (position)"},
+    )
+
+
+@dataclass
+class EstopConfig:
+    """Who may clear a latched e-stop. Clearing never restarts motion either way: after a
+    clear the robot holds until an explicit activate."""
+
+    clear: str = field(
+        default="service",
+        metadata={
+            "choices": ["service", "none"],
+            "help": "service: SetBool(false) on ~/estop clears the latch; none: only a restart",
+        },
+    )
+
+
+@dataclass
+class RobotConfig:
+    """`robot=ros2` and its presets. See configs/robot/ros2.yaml for the sim-robot pendulum."""
+
+    name: str = field(default="ros2", metadata={"help": "the robot kind (roborl_robots)"})
+    transport: str = field(
+        default="auto", metadata={"choices": ["auto", "rclpy", "dds"], "help": "ROS 2 transport"}
+    )
+    node_name: str = field(default="roborl_driver", metadata={"help": "ROS 2 node name"})
+    namespace: str = field(default="", metadata={"help": "ROS 2 namespace of the node"})
+    ros_args: list[str] = field(default_factory=list, metadata={"help": "ROS arguments"})
+    params_file: str | None = field(default=None, metadata={"help": "a ROS 2 params YAML"})
+    joints: list[str] = field(
+        default_factory=list, metadata={"help": "observed joints, matched by name"}
+    )
+    fields: list[str] = field(
+        default_factory=lambda: ["position", "velocity"],
+        metadata={"help": "JointState fields per joint: position, velocity, effort"},
+    )
+    state_topic: str = field(default="/joint_states", metadata={"help": "JointState topic"})
+    estop_topic: str = field(default="/estop", metadata={"help": "std_msgs/Bool; true latches"})
+    command: CommandConfig = field(default_factory=CommandConfig)
+    rate_hz: float = field(default=50.0, metadata=rng(0.0, None, "control rate in Hz"))
+    connect_timeout_s: float = field(
+        default=10.0, metadata=rng(0.0, None, "seconds to wait for the first valid JointState")
+    )
+    max_episode_steps: int = field(default=1000, metadata=rng(1, None, "steps per episode"))
+    diagnostics_period_s: float = field(
+        default=1.0, metadata=rng(0.0, None, "/diagnostics publish period")
+    )
+    qos: dict[str, Any] = field(default_factory=dict, metadata={"help": "per-topic QoS"})
+    safety: RobotSafetyConfig = field(default_factory=RobotSafetyConfig)
+    estop: EstopConfig = field(default_factory=EstopConfig)
+    terminate: dict[str, Any] | None = field(
+        default=None, metadata={"help": "{joint, abs_above}: end the episode past a bound"}
+    )
+    reset: dict[str, Any] = field(
+        default_factory=lambda: {"mode": "wait", "wait_s": 0.0},
+        metadata={"help": "between episodes: wait | topic | operator | home | service"},
+    )
+    cameras: list[Any] = field(default_factory=list, metadata={"help": "sensor_msgs/Image"})
+    intervention: dict[str, Any] | None = field(
+        default=None, metadata={"help": "a person's teleop topic (roborl.robots.intervention)"}
+    )
+    episode: dict[str, Any] | None = field(
+        default=None, metadata={"help": "success signals and time limit (roborl.robots.episode)"}
+    )
+
+    def __post_init__(self) -> None:
+        _positive(self.rate_hz, "robot.rate_hz")
+        _positive(self.connect_timeout_s, "robot.connect_timeout_s")
+        _positive(self.diagnostics_period_s, "robot.diagnostics_period_s")
+        if not self.joints:
+            raise ConfigError(
+                "robot.joints is empty: list the joint names to observe, e.g. "
+                "robot.joints=[slider,hinge] (names as published on /joint_states)."
+            )
+        _unique(self.joints, "robot.joints")
+        bad = [f for f in self.fields if f not in FIELDS]
+        if bad or not self.fields:
+            raise ConfigError(
+                f"robot.fields={self.fields}: each must be one of {list(FIELDS)} (at least one)."
+            )
+        commanded = self.commanded_joints
+        _unique(commanded, "robot.command.joints")
+        if self.command.interface != "twist":
+            unknown = [j for j in commanded if j not in self.joints]
+            if unknown:
+                raise ConfigError(
+                    f"robot.command.joints has {unknown}, which robot.joints={self.joints} does "
+                    "not observe: a commanded joint must be observed (the watchdog and the "
+                    "position hold read it)."
+                )
+        if self.command.time_from_start_s is not None:
+            _positive(self.command.time_from_start_s, "robot.command.time_from_start_s")
+        self._check_safety(len(commanded))
+        if self.terminate is not None:
+            _known_keys(self.terminate, TERMINATE_KEYS, "robot.terminate")
+        _known_keys(self.reset, RESET_KEYS, "robot.reset")
+
+    @property
+    def commanded_joints(self) -> list[str]:
+        return list(self.command.joints) if self.command.joints is not None else list(self.joints)
+
+    def _check_safety(self, n: int) -> None:
+        s = self.safety
+        low = s.low if s.low is not None else [-1.0] * n
+        high = s.high if s.high is not None else [1.0] * n
+        if len(low) != n or len(high) != n:
+            raise ConfigError(
+                f"robot.safety.low={low} and robot.safety.high={high} need one value per "
+                f"commanded joint ({n}: {self.commanded_joints})."
+            )
+        for key, values in (("low", low), ("high", high)):
+            if not all(math.isfinite(v) for v in values):
+                raise ConfigError(
+                    f"robot.safety.{key}={values} must be finite: an infinite limit disables "
+                    "clamping and NaN lets NaN commands through."
+                )
+        if any(lo >= hi for lo, hi in zip(low, high, strict=True)):
+            raise ConfigError(
+                f"robot.safety.low={low} must be below robot.safety.high={high} for every joint."
+            )
+        if s.max_delta is not None:
+            _positive(s.max_delta, "robot.safety.max_delta", "or null for no rate limit")
+        _positive(s.max_state_age_s, "robot.safety.max_state_age_s")
+        _positive(s.max_policy_time_s, "robot.safety.max_policy_time_s")
+        s.low, s.high = [float(v) for v in low], [float(v) for v in high]
+
+
+def _positive(value: float, key: str, extra: str = "") -> None:
+    if not (math.isfinite(value) and value > 0):
+        tail = f" ({extra})" if extra else ""
+        raise ConfigError(f"{key}={value!r} must be a finite number > 0{tail}.")
+
+
+def _unique(names: list[str], key: str) -> None:
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ConfigError(f"{key}={names} names {dupes} more than once: names must be unique.")
+
+
+def _known_keys(section: Mapping[str, Any], known: tuple[str, ...], key: str) -> None:
+    from roborl.core.errors import did_you_mean
+
+    if not isinstance(section, Mapping):
+        raise ConfigError(f"{key}={section!r} must be a mapping.")
+    for k in section:
+        if k not in known:
+            raise ConfigError(
+                f"unknown config key '{key}.{k}'.{did_you_mean(str(k), known)} Accepted keys: "
+                f"{', '.join(known)}."
+            )
+
+
+NESTED = {"command": CommandConfig, "safety": RobotSafetyConfig, "estop": EstopConfig}
+
+
+def parse_robot_config(values: Mapping[str, Any] | None) -> RobotConfig:
+    """Validate a `robot` config section; a ConfigError names the bad key and value."""
+    values = dict(values or {})
+    for key, cls in NESTED.items():
+        section = values.get(key)
+        if section is not None and not isinstance(section, Mapping | cls):
+            raise ConfigError(f"robot.{key}={section!r} must be a mapping.")
+        if isinstance(section, Mapping):
+            values[key] = build_config(cls, section, f"robot.{key}.")
+    return build_config(RobotConfig, values, "robot.")
+
+
+def robot_config_dict(values: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The validated config as a plain dict, every default filled in."""
+    return dataclasses.asdict(parse_robot_config(values))
+
+
+def robot_preset(name: str) -> dict[str, Any]:
+    """The `robot` section that `robot=NAME` composes (its YAML preset over the dataclass
+    defaults), validated: for scripts and tests that build a robot without the CLI."""
+    from roborl.core.compose import compose_dict
+    from roborl.core.plugins import get_host
+
+    return robot_config_dict(compose_dict(get_host(), [f"robot={name}"], "train")["robot"])

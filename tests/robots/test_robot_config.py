@@ -1,0 +1,92 @@
+"""The typed robot config: one dataclass holds every default, unknown keys are refused with a
+did-you-mean, and each bad value is a one-paragraph error that names its key."""
+
+from __future__ import annotations
+
+import pytest
+
+from roborl.core.errors import ConfigError
+from roborl.robots.config import RobotConfig, parse_robot_config, robot_config_dict
+
+BASE = {"joints": ["slider", "hinge"], "command": {"joints": ["slider"]}}
+
+
+def with_(**changes) -> dict:
+    cfg = {**BASE, **{k: v for k, v in changes.items() if k not in ("safety", "command")}}
+    for section in ("safety", "command"):
+        if section in changes:
+            cfg[section] = {**BASE.get(section, {}), **changes[section]}
+    return cfg
+
+
+@pytest.mark.parametrize(
+    ("cfg", "needles"),
+    [
+        (with_(safety={"max_detla": 0.1}), ["robot.safety.max_detla", "max_delta"]),
+        (with_(ratehz=10), ["robot.ratehz", "rate_hz"]),
+        (with_(safety={"max_delta": -0.5}), ["robot.safety.max_delta=-0.5"]),
+        (with_(safety={"max_delta": 0.0}), ["robot.safety.max_delta=0.0", "> 0"]),
+        (with_(safety={"low": [float("nan")], "high": [1.0]}), ["robot.safety.low", "nan"]),
+        (with_(safety={"low": [-1.0], "high": [float("inf")]}), ["robot.safety.high", "finite"]),
+        (with_(safety={"low": [1.0], "high": [-1.0]}), ["robot.safety.low=[1.0]", "below"]),
+        (with_(safety={"low": [0.5], "high": [0.5]}), ["robot.safety.low=[0.5]", "below"]),
+        (
+            with_(safety={"low": [-1.0, -1.0], "high": [1.0, 1.0]}),
+            ["robot.safety.low", "one value per"],
+        ),
+        (with_(safety={"max_state_age_s": 0}), ["robot.safety.max_state_age_s=0"]),
+        (with_(safety={"max_policy_time_s": -1.0}), ["robot.safety.max_policy_time_s=-1.0"]),
+        (with_(safety={"hold": "freeze"}), ["robot.safety.hold='freeze'", "zero, last"]),
+        (with_(rate_hz=0), ["robot.rate_hz=0"]),
+        (with_(rate_hz=float("inf")), ["robot.rate_hz=inf"]),
+        (with_(connect_timeout_s=-2.0), ["robot.connect_timeout_s=-2.0"]),
+        (with_(joints=["slider", "slider"]), ["robot.joints", "more than once"]),
+        (with_(joints=[]), ["robot.joints is empty"]),
+        (with_(command={"joints": ["elbow"]}), ["robot.command.joints", "elbow"]),
+        (with_(command={"interface": "effort"}), ["robot.command.interface='effort'"]),
+        (with_(fields=["position", "torque"]), ["robot.fields", "effort"]),
+        (with_(transport="zmq"), ["robot.transport='zmq'"]),
+        (with_(estop={"clear": "anyone"}), ["robot.estop.clear='anyone'", "service, none"]),
+        (with_(reset={"mode": "wait", "wiat_s": 1}), ["robot.reset.wiat_s", "wait_s"]),
+        (with_(terminate={"joint": "hinge", "abs_abve": 0.2}), ["robot.terminate.abs_abve"]),
+    ],
+)
+def test_each_bad_value_is_a_clear_error_naming_the_key(cfg: dict, needles: list[str]) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_robot_config(cfg)
+    message = str(info.value)
+    assert "\n" not in message.strip()
+    for needle in needles:
+        assert needle in message, (needle, message)
+
+
+def test_defaults_come_from_the_dataclass_only() -> None:
+    cfg = robot_config_dict(BASE)
+    assert cfg["rate_hz"] == RobotConfig.rate_hz == 50.0
+    assert cfg["safety"]["low"] == [-1.0] and cfg["safety"]["high"] == [1.0]
+    assert cfg["estop"] == {"clear": "service"}
+    assert robot_config_dict(cfg) == cfg  # idempotent: a filled config validates unchanged
+
+
+def test_rate_limit_never_walks_past_a_limit() -> None:
+    """The issue's case: with `low=-1`, repeated steps towards -3 stop at the limit."""
+    import numpy as np
+
+    from roborl.robots.safety import SafetyConfig, SafetyLayer
+
+    layer = SafetyLayer(SafetyConfig(low=[-1.0], high=[1.0], max_delta=0.5))
+    commands = [layer.filter(np.array([-3.0]), 0.0).command[0] for _ in range(6)]
+    assert commands == [-0.5, -1.0, -1.0, -1.0, -1.0, -1.0]
+
+
+def test_cli_refuses_an_unknown_robot_key_before_any_ros_traffic(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "roborl.core.cli", "train", "robot=ros2",
+         "robot.safety.max_detla=0.1", "total_steps=10"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "max_detla" in proc.stderr and "max_delta" in proc.stderr, proc.stderr
