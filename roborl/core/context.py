@@ -44,7 +44,7 @@ import torch
 from roborl.core.buffer import ReplayBuffer
 from roborl.core.checkpoint import save_checkpoint
 from roborl.core.config import RunConfig, config_to_dict
-from roborl.core.envs import SharedEnv, make_env, make_vec_env
+from roborl.core.envs import SharedEnv, env_rng_state, make_env, make_vec_env
 from roborl.core.errors import CheckpointError, ConfigError
 from roborl.core.evaluate import eval_metrics, evaluate
 from roborl.core.interfaces import Algorithm, Logger
@@ -587,12 +587,8 @@ class TrainContext:
         self, algo: Algorithm, buffer: ReplayBuffer | None = None, name: str = "last.pt"
     ) -> Path:
         """Write `checkpoints/<name>` atomically: weights, counters, RNGs, buffer if given."""
-        env_states = []
-        for sub in getattr(self._envs, "envs", None) or []:
-            try:
-                env_states.append(sub.unwrapped.np_random.bit_generator.state)
-            except AttributeError:
-                env_states.append(None)
+        # Each sub-env's RNG as it was when its current episode began (`env_rng_state`).
+        env_states = [env_rng_state(sub) for sub in getattr(self._envs, "envs", None) or []]
         last = None if self._last_eval is None else self._last_eval["return_mean"]
         payload = {
             "algo": self._algo_cls.name,

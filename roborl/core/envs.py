@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import gymnasium as gym
+from gymnasium.utils import seeding
 
 from roborl.core.errors import ConfigError, did_you_mean
 from roborl.core.plugins import Registry
@@ -109,7 +110,46 @@ def make_vec_env(
 
 
 def _with_episode_statistics(maker: Callable[[], gym.Env]) -> Callable[[], gym.Env]:
-    return lambda: gym.wrappers.RecordEpisodeStatistics(maker())
+    return lambda: gym.wrappers.RecordEpisodeStatistics(ResetRecorder(maker()))
+
+
+class ResetRecorder(gym.Wrapper):
+    """Keeps the env RNG's state at the start of its last reset (`reset_rng_state`).
+
+    Checkpoints store this state, not the RNG's current one: a resumed run restores it and
+    resets, so its first episode starts from the initial state that the interrupted episode
+    started from. At an episode boundary (a same-step autoreset in the last step before the
+    checkpoint) that is exactly the episode an uninterrupted run plays next; with the current
+    state instead, the resumed reset drew a different initial state and the runs diverged.
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.reset_rng_state: dict[str, Any] | None = None
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        try:
+            if seed is None:
+                self.reset_rng_state = self.env.unwrapped.np_random.bit_generator.state
+            else:  # what `Env.reset(seed=seed)` seeds before drawing
+                self.reset_rng_state = seeding.np_random(seed)[0].bit_generator.state
+        except AttributeError:  # an env without a NumPy generator
+            self.reset_rng_state = None
+        return self.env.reset(seed=seed, options=options)
+
+
+def env_rng_state(env: gym.Env) -> dict[str, Any] | None:
+    """What checkpoints keep of a training sub-env's RNG: the state at its last reset where a
+    `ResetRecorder` knows it, else the current state (None where the env has no generator)."""
+    inner: Any = env
+    while isinstance(inner, gym.Wrapper):
+        if isinstance(inner, ResetRecorder) and inner.reset_rng_state is not None:
+            return inner.reset_rng_state
+        inner = inner.env
+    try:
+        return env.unwrapped.np_random.bit_generator.state
+    except AttributeError:
+        return None
 
 
 class SharedEnv(gym.Wrapper):

@@ -234,6 +234,9 @@ class VectorCollector(Collector):
         ctx = self.ctx
         ckpt = ctx.resume_checkpoint
         if ckpt is not None:
+            # Each sub-env's RNG as its cut episode began (`ResetRecorder`): the reset below
+            # restarts that episode from its initial state; at an episode boundary it is the
+            # episode an uninterrupted run plays next.
             saved = ckpt["runner"].get("env_rng") or []
             for sub, state in zip(getattr(self.envs, "envs", None) or [], saved):
                 if state is not None:
