@@ -7,16 +7,25 @@ It keeps acting with its last weights while the learner is slow, gone or restart
 never block (ZeroMQ queues up to `send_hwm` chunks, then the actor drops and counts them) and
 the sockets reconnect by themselves when a learner binds the address again.
 
-Before the first weights arrive it draws uniform random actions (the learner's
-`learning_starts` phase). Every ~second it prints a JSON `actor_stats` event on stdout and
+It commands the robot only while it hears its learner: it waits for the first heartbeat or
+weights before the first reset, and when neither arrives for `actor_learner.learner_timeout_s`
+(the learner died, hangs or the network is gone) it sends the robot's hold command, stops
+commanding and exits with an error; it never starts moving again by itself (restart it, or
+resume the learner, which starts a new one). A learner that comes back within the timeout
+simply carries on. Weights holding NaN/inf are refused (counted as `rejected_weights`, the
+current ones stay). Before the first weights arrive it draws uniform random actions (the
+learner's `learning_starts` phase). Every ~second it prints a JSON `actor_stats` event on stdout and
 sends the same figures to the learner, which writes them to `<run_dir>/actor/metrics.jsonl`:
 achieved control rate, tick period and policy latency p50/p99 (latency = from an observation
 handed out to the next command's `step` call: inference, sends, weight loads).
 
-    roborl actor config=<run_dir>/actor/config.json learner=HOST:PORT [log_dir=DIR]
+    roborl actor config=<run_dir>/actor/config.json learner=HOST:PORT [keys=DIR] [log_dir=DIR]
+    roborl actor keys dir=DIR      (make a CURVE keypair for the learner and the actor)
 
 The learner writes `config.json` (the run's config) and starts this command itself for a local
-run; on a robot machine start it by hand with the learner's address.
+run, with ephemeral keys; on a robot machine start it by hand with the learner's address and
+`keys=DIR/actor` from `roborl actor keys` (required unless the learner is on loopback: an
+actor that took weights from an impostor would move the robot as the impostor wishes).
 """
 
 from __future__ import annotations
@@ -33,24 +42,29 @@ from typing import Any
 import numpy as np
 import torch
 
+from roborl.core.config import build_config
 from roborl.core.errors import ConfigError, RobotError
 from roborl.core.loops.collectors import Chunk
 from roborl.core.obs import add_batch_axis, stack_obs
 from roborl.core.spaces import space_to_dict
+from roborl.robots.actor_learner import keys as keyring
 from roborl.robots.actor_learner import wire
+from roborl.robots.actor_learner.learner import ActorLearnerConfig
 from roborl.robots.nodes import emit_event, guard_command
 
 STATS_EVERY_S = 1.0
 
 
 def parse_args(argv: list[str]) -> dict[str, str]:
-    opts = {"config": "", "learner": "127.0.0.1:5555", "log_dir": "", "send_every": "10"}
+    opts = {
+        "config": "", "learner": "127.0.0.1:5555", "log_dir": "", "send_every": "10", "keys": "",
+    }  # fmt: skip
     for arg in argv:
         key, sep, value = arg.partition("=")
         if not sep or key not in opts:
             raise ConfigError(
                 f"roborl actor: unknown argument {arg!r}; expected config=PATH learner=HOST:PORT "
-                "[log_dir=DIR] [send_every=STEPS]."
+                "[keys=DIR] [log_dir=DIR] [send_every=STEPS] (or `roborl actor keys dir=DIR`)."
             )
         opts[key] = value
     if not opts["config"]:
@@ -89,10 +103,23 @@ class Latency:
         }
 
 
-class Actor:
-    """The control loop; see the module docstring."""
+class LearnerLostError(RobotError):
+    """Nothing from the learner for `learner_timeout_s`: the robot was held, the actor stops."""
 
-    def __init__(self, cfg: dict[str, Any], learner: str, send_every: int, log_dir: str) -> None:
+
+class Actor:
+    """The control loop; see the module docstring. `env` replaces the robot env the config
+    describes (tests pass a robot env over a fake transport)."""
+
+    def __init__(
+        self,
+        cfg: dict[str, Any],
+        learner: str,
+        send_every: int,
+        log_dir: str,
+        keys: str = "",
+        env: Any = None,
+    ) -> None:
         import zmq
 
         from roborl.core.algorithms import build_algorithm
@@ -101,9 +128,23 @@ class Actor:
 
         torch.set_num_threads(1)
         self.cfg = cfg
+        self.link = build_config(
+            ActorLearnerConfig, cfg.get("actor_learner") or {}, prefix="actor_learner."
+        )
+        push_at, weights_at = learner_endpoints(learner)
+        side = None
+        if keys:
+            side = keyring.load_side(keys, keyring.ACTOR, "roborl actor keys")
+        elif not keyring.is_loopback(learner.rpartition(":")[0]):
+            raise ConfigError(
+                f"roborl actor learner={learner}: the learner is on another machine, so the "
+                "link must be authenticated (weights from an impostor would drive the robot), "
+                "but no keys=DIR was given. Make a pair with `roborl actor keys dir=DIR`, pass "
+                "actor_learner.keys=DIR to the learner and keys=DIR/actor here."
+            )
         self.seed = int(cfg.get("seed", 0))
         host = get_host((cfg.get("plugins") or {}).get("disable") or [])
-        self.env = make_env(host.registry, cfg, seed=self.seed)
+        self.env = env if env is not None else make_env(host.registry, cfg, seed=self.seed)
         self.obs_space, self.act_space = self.env.observation_space, self.env.action_space
         self.algo = build_algorithm(host, cfg["algo"], self.obs_space, self.act_space, "cpu")
         self.rate_hz = float(getattr(self.env.unwrapped, "rate_hz", 0.0))
@@ -111,24 +152,33 @@ class Actor:
         self.version = -1
         self.digest = self._digest()
         self._warm_up()
-        push_at, weights_at = learner_endpoints(learner)
         self.zmq = zmq
         self.ctx = zmq.Context()
         self.push = self.ctx.socket(zmq.PUSH)
         self.push.setsockopt(zmq.SNDHWM, 1000)
         self.push.setsockopt(zmq.LINGER, 0)
-        self.push.connect(push_at)
         self.sub = self.ctx.socket(zmq.SUB)
-        self.sub.setsockopt(zmq.CONFLATE, 1)  # only the newest weights matter
+        # Not CONFLATE: heartbeats share the socket and must not replace weights; each tick
+        # drains it and loads only the newest weights (the learner queues at most 8).
+        self.sub.setsockopt(zmq.RCVHWM, 8)
+        self.sub.setsockopt(zmq.MAXMSGSIZE, 2 * self.link.max_message_bytes)
         self.sub.setsockopt(zmq.SUBSCRIBE, b"")
         self.sub.setsockopt(zmq.LINGER, 0)
+        if side is not None:
+            keyring.secure_client([self.push, self.sub], side)
+        self.push.connect(push_at)
         self.sub.connect(weights_at)
+        self.heard_at: float | None = None  # monotonic time of the learner's last message
         self.log_file = None
         if log_dir:
             Path(log_dir).mkdir(parents=True, exist_ok=True)
             self.log_file = open(Path(log_dir) / "actor_stats.jsonl", "a")  # noqa: SIM115
         self.stop = False
-        self.totals = {"steps": 0, "episodes": 0, "sent": 0, "dropped": 0, "weight_loads": 0}
+        self.totals = {
+            "steps": 0, "episodes": 0, "sent": 0, "dropped": 0, "weight_loads": 0,
+            "rejected_weights": 0, "dropped_malformed": 0, "dropped_oversized": 0,
+            "learner_lost": 0,
+        }  # fmt: skip
 
     def _warm_up(self) -> None:
         """One inference and one weight load before the first tick: torch's first calls are
@@ -149,19 +199,82 @@ class Actor:
             return False
 
     def _poll_weights(self) -> float:
-        """Load the newest weights if some arrived; returns the seconds it took."""
-        try:
-            payload = self.sub.recv(flags=self.zmq.NOBLOCK)
-        except self.zmq.Again:
+        """Drain the learner's socket: every heartbeat or weights message proves the learner
+        alive; load the newest weights if any arrived and they are finite. Returns the
+        seconds it took."""
+        newest = None
+        for _ in range(64):
+            try:
+                frames = self.sub.recv_multipart(flags=self.zmq.NOBLOCK)
+            except self.zmq.Again:
+                break
+            if len(frames) != 2 or frames[0] not in wire.LEARNER_KINDS:
+                self.totals["dropped_malformed"] += 1
+                continue
+            if len(frames[1]) > self.link.max_message_bytes:
+                self.totals["dropped_oversized"] += 1
+                continue
+            self.heard_at = time.monotonic()
+            if frames[0] == wire.WEIGHTS:
+                newest = frames[1]
+        if newest is None:
             return 0.0
         t0 = time.perf_counter()
-        tensors, version = wire.decode_weights(payload)
-        if version != self.version:
+        try:
+            tensors, version = wire.decode_weights(newest)
+        except wire.FrameError as exc:
+            self.totals["dropped_malformed"] += 1
+            emit_event(event="actor_weights_dropped", error=str(exc))
+            return time.perf_counter() - t0
+        bad = wire.nonfinite_tensors(tensors)
+        if bad:
+            self.totals["rejected_weights"] += 1
+            emit_event(
+                event="actor_weights_rejected", version=version, nonfinite=bad[:5],
+                kept_version=self.version, rejected=self.totals["rejected_weights"],
+            )  # fmt: skip
+        elif version != self.version:
             self.algo.load_state_dict(wire.merged_state(self.algo.state_dict(), tensors))
             self.version = version
             self.digest = self._digest()
             self.totals["weight_loads"] += 1
         return time.perf_counter() - t0
+
+    def _silent_s(self) -> float:
+        return time.monotonic() - self.heard_at if self.heard_at is not None else 0.0
+
+    def _check_learner(self) -> None:
+        """Past `learner_timeout_s` without a word from the learner: hold the robot now,
+        then stop (raise `LearnerLostError`); the final stop in `close` repeats the hold."""
+        silent = self._silent_s()
+        if silent <= self.link.learner_timeout_s:
+            return
+        hold = getattr(self.env.unwrapped, "hold", None)
+        if callable(hold):
+            hold()
+        self.totals["learner_lost"] = 1
+        emit_event(
+            event="actor_learner_lost", silent_s=round(silent, 3),
+            learner_timeout_s=self.link.learner_timeout_s, steps=self.totals["steps"],
+        )  # fmt: skip
+        raise LearnerLostError(
+            f"no weights or heartbeat from the learner for {silent:.1f} s "
+            f"(actor_learner.learner_timeout_s={self.link.learner_timeout_s:g}): the robot "
+            "holds and the actor stopped. It does not resume by itself: start `roborl actor` "
+            "again (or resume the learner, which starts one) once the learner runs."
+        )
+
+    def _wait_for_learner(self) -> None:
+        """Before the first reset (which may move the robot): report, and wait until the
+        learner is heard. Nothing is commanded meanwhile."""
+        emit_event(event="actor_waiting", learner_timeout_s=self.link.learner_timeout_s)
+        last_report = time.monotonic()
+        while not self.stop and self.heard_at is None:
+            if self.sub.poll(200):
+                self._poll_weights()
+            if time.monotonic() - last_report >= STATS_EVERY_S:
+                self._report({})
+                last_report = time.monotonic()
 
     def _flush(self, rows: dict[str, list[Any]], episodes: list) -> None:
         if not rows["rew"]:
@@ -224,14 +337,18 @@ class Actor:
         periods, latency = Latency(), Latency()
         window_steps, window_time = 0, 0.0
         self._report({})
+        self._wait_for_learner()
         emit_event(event="actor_start", pid=os.getpid(), rate_hz=self.rate_hz)
         last_report = time.monotonic()
         seed: int | None = self.seed
         while not self.stop:
+            self._poll_weights()
+            self._check_learner()
             obs, _ = env.reset(seed=seed)
             seed = None
             ret, length, t_prev = 0.0, 0, None
             while not self.stop:
+                self._check_learner()  # before the action: a lost learner gets no more steps
                 t_obs = time.perf_counter()
                 if self.version < 0:
                     action = rng.uniform(space.low, space.high).astype(space.dtype)
@@ -286,7 +403,35 @@ ACTOR_KEYS = """Keys:
   learner=HOST:PORT  where the learner listens (default 127.0.0.1:5555)
   log_dir=DIR        also append the actor's stats to DIR/actor_stats.jsonl (default: none)
   send_every=STEPS   transitions per message to the learner (default 10)
+  keys=DIR           the actor's CURVE keys (DIR/actor of `roborl actor keys dir=DIR`); required
+                     unless the learner is on loopback
+
+`roborl actor keys dir=DIR` writes DIR/learner (for actor_learner.keys=DIR on the learner's
+machine) and DIR/actor (copy it to the robot machine: keys=DIR/actor); secret files are 0600.
 """
+
+
+def keys_main(argv: list[str]) -> int:
+    """`roborl actor keys dir=DIR`: a learner keypair and an actor keypair, each side with the
+    other's public key, so exactly this actor can join exactly this learner."""
+    opts = dict(a.partition("=")[::2] for a in argv)
+    if set(opts) != {"dir"} or not opts["dir"]:
+        raise ConfigError(
+            f"roborl actor keys: expected dir=DIR (a new folder for the keys), got {argv}."
+        )
+    root = Path(opts["dir"]).expanduser()
+    if (root / keyring.LEARNER).exists() or (root / keyring.ACTOR).exists():
+        raise ConfigError(
+            f"roborl actor keys dir={root}: it already holds keys; pick a new folder (replacing "
+            "keys would lock out the actor that has them)."
+        )
+    learner_dir, actor_dir = keyring.make_keys(root)
+    print(
+        f"learner keys: {learner_dir}  ->  roborl train ... actor_learner.keys={root}\n"
+        f"actor keys:   {actor_dir}  ->  copy to the robot machine; roborl actor ... "
+        f"keys={actor_dir}"
+    )
+    return 0
 
 
 def actor_main(argv: list[str]) -> int:
@@ -294,6 +439,8 @@ def actor_main(argv: list[str]) -> int:
     if any(a in ("-h", "--help") for a in argv):
         print(f"{__doc__}\n{ACTOR_KEYS}")
         return 0
+    if argv[:1] == ["keys"]:
+        return keys_main(argv[1:])
     opts = parse_args(argv)
     try:
         payload = json.loads(Path(opts["config"]).read_text())
@@ -304,7 +451,7 @@ def actor_main(argv: list[str]) -> int:
         raise ConfigError(
             f"{opts['config']}: expected {{'config': <run config with robot and algo>}}."
         )
-    actor = Actor(cfg, opts["learner"], int(opts["send_every"]), opts["log_dir"])
+    actor = Actor(cfg, opts["learner"], int(opts["send_every"]), opts["log_dir"], opts["keys"])
 
     def on_signal(signum: int, frame: Any) -> None:
         actor.stop = True

@@ -3,9 +3,11 @@
 `roborl train robot=... collector=actor_learner eval_every=0` is the learner. It binds two
 ZeroMQ sockets (transitions in on `actor_learner.port`, weights out on the next port), starts
 `roborl actor` beside the robot for a local run (`actor_learner.spawn: true`; on a robot
-machine you start the actor yourself with the learner's address), and learns the spaces from
-the actor's first status message, so the learner never opens the robot. Then the off-policy
-loop runs as usual:
+machine you start the actor yourself with the learner's address). The spaces come from the
+learner's own robot config (the joints, fields and cameras it observes, the safety limits it
+commands within; `actor_learner.spaces` for a robot plugin other than `ros2`), never from a
+message, so the learner never opens the robot and no peer can redefine what goes into the
+buffer. Then the off-policy loop runs as usual:
 
 - `collect` returns everything that arrived since the last call as one `Chunk` (waiting up to
   `actor_learner.timeout_s` when nothing has), so the loop's `utd_ratio` updates per received
@@ -15,6 +17,21 @@ loop runs as usual:
   learner is logged as `actor/policy_lag_updates`;
 - the actor's status (control rate, latency percentiles, drops) is logged under `actor/` in
   metrics.jsonl and, one line per status, in `<run_dir>/actor/metrics.jsonl`.
+
+The link is hardened because the learner listens on the network (see `keys.py`):
+
+- CURVE authentication with one pinned actor key: always for a spawned actor (an ephemeral
+  pair in `<run_dir>/actor/keys`), with `actor_learner.keys` otherwise, and required whenever
+  `actor_learner.bind` is not a loopback address;
+- `actor_learner.max_message_mb` caps every message: a larger one is dropped and counted,
+  and one over twice the cap is never even buffered (libzmq's MAXMSGSIZE closes the
+  sender's connection; counted as `actor/disconnects`);
+- a frame that is malformed, whose shapes disagree with the learner's spaces, or that holds
+  NaN/inf is dropped and counted (`actor/dropped_<reason>`, see `wire.DROP_REASONS`) and
+  logged, never raised: one bad message must not end a run that has a robot attached;
+- a thread publishes a heartbeat every `actor_learner.heartbeat_s` beside the weights, so
+  the actor holds the robot and stops when it hears nothing for `learner_timeout_s`, however
+  long a gradient step of a live learner takes.
 
 Deviations from the in-process robot collector: the loop's `random` flag is not used (the
 actor draws random actions until the first weights arrive, i.e. until the learner has passed
@@ -26,14 +43,21 @@ episode returns are logged as `train/episode_return`).
 from __future__ import annotations
 
 import json
+import logging
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import gymnasium as gym
+import numpy as np
 
 from roborl.core.config import build_config, rng
 from roborl.core.errors import ConfigError, RobotError
@@ -41,22 +65,158 @@ from roborl.core.interfaces import Algorithm
 from roborl.core.loops.collectors import Chunk, Collector
 from roborl.core.obs import concat_obs
 from roborl.core.spaces import space_from_dict
+from roborl.robots.actor_learner import keys as keyring
 from roborl.robots.actor_learner import wire
 
 if TYPE_CHECKING:
     from roborl.core.context import TrainContext
 
+log = logging.getLogger("roborl.robots.actor_learner")
+MAX_MESSAGES_PER_RECEIVE = 2000  # a flooding peer cannot keep `collect` from returning
+
 
 @dataclass
 class ActorLearnerConfig:
-    """The `actor_learner:` section of the config."""
+    """The `actor_learner:` section of the config (the actor reads it from config.json too)."""
 
     port: int = field(default=5555, metadata=rng(1, 65534, "transitions in; weights on port+1"))
-    bind: str = field(default="127.0.0.1", metadata={"help": "0.0.0.0 for a remote actor"})
+    bind: str = field(
+        default="127.0.0.1",
+        metadata={"help": "0.0.0.0 for a remote actor (then keys are required)"},
+    )
     spawn: bool = field(default=True, metadata={"help": "start `roborl actor` locally"})
     sync_every: int = field(default=50, metadata=rng(1, None, "updates between weight pushes"))
     send_every: int = field(default=10, metadata=rng(1, None, "actor steps per chunk"))
     timeout_s: float = field(default=300.0, metadata=rng(0.1, None, "wait for the actor"))
+    keys: str | None = field(
+        default=None,
+        metadata={"help": "CURVE keys from `roborl actor keys dir=DIR` (required off loopback)"},
+    )
+    max_message_mb: float = field(
+        default=64.0, metadata=rng(0.001, 4096.0, "largest frame either end accepts, MiB")
+    )
+    heartbeat_s: float = field(
+        default=0.5, metadata=rng(0.01, None, "learner -> actor heartbeat period")
+    )
+    learner_timeout_s: float = field(
+        default=5.0, metadata=rng(0.05, None, "actor holds and stops after this much silence")
+    )
+    spaces: dict | None = field(
+        default=None,
+        metadata={"help": "{observation, action} spaces for a robot plugin other than ros2"},
+    )
+
+    @property
+    def max_message_bytes(self) -> int:
+        """Frames over this are dropped and counted (`dropped_oversized`). Sockets set
+        libzmq's MAXMSGSIZE to twice this: a frame past that hard cut is never buffered,
+        libzmq closes the sender's connection instead (counted as `disconnects`)."""
+        return int(self.max_message_mb * 2**20)
+
+
+def learner_spaces(robot_cfg: Mapping[str, Any], cfg: ActorLearnerConfig) -> tuple[Any, Any]:
+    """(observation space, action space) from the learner's own config, never from a peer.
+
+    For `robot.name: ros2` they follow from the robot config as the actor's `RobotEnv`
+    builds them (observed joints x fields, plus one uint8 image per camera; a Box of the
+    safety limits of the commanded joints), without opening the robot. Another robot plugin
+    states them in `actor_learner.spaces` (the `space_to_dict` form a checkpoint stores)."""
+    if cfg.spaces is not None:
+        try:
+            obs, act = cfg.spaces["observation"], cfg.spaces["action"]
+            return space_from_dict(obs), space_from_dict(act)
+        except Exception as exc:
+            raise ConfigError(
+                f"actor_learner.spaces={cfg.spaces!r} is not {{observation: SPACE, action: "
+                f"SPACE}} with SPACE like {{type: Box, low: -1, high: 1, shape: [2], dtype: "
+                f"float32}} ({exc})."
+            ) from exc
+    if robot_cfg.get("name") != "ros2":
+        raise ConfigError(
+            f"collector=actor_learner with robot.name={robot_cfg.get('name')!r}: the learner "
+            "takes its spaces from its config, and only a ros2 robot config describes them. "
+            "Set actor_learner.spaces={observation: ..., action: ...} (as a checkpoint's "
+            "spaces: {type: Box, low, high, shape, dtype})."
+        )
+    from roborl.robots.config import robot_config_dict
+    from roborl.robots.driver import Ros2Driver
+    from roborl.robots.env import robot_observation_space
+
+    robot_cfg = robot_config_dict(robot_cfg)  # the defaults the actor's RobotEnv uses
+    driver = Ros2Driver(robot_cfg)  # parses the config only: no node, no connection
+    n_cmd = len(driver.command_joints)
+    safety = dict(robot_cfg.get("safety") or {})
+    low = np.asarray(safety.get("low") or [-1.0] * n_cmd, np.float32)
+    high = np.asarray(safety.get("high") or [1.0] * n_cmd, np.float32)
+    if low.shape != (n_cmd,) or high.shape != (n_cmd,):
+        raise ConfigError(
+            f"robot.safety.low/high have {low.size}/{high.size} entries for {n_cmd} commanded "
+            f"joints {driver.command_joints}."
+        )
+    return robot_observation_space(driver), gym.spaces.Box(low, high, dtype=np.float32)
+
+
+def check_bind(cfg: ActorLearnerConfig) -> None:
+    """Refuse an unauthenticated link that other machines can reach."""
+    if keyring.is_loopback(cfg.bind) or cfg.keys or cfg.spawn:
+        return
+    raise ConfigError(
+        f"actor_learner.bind={cfg.bind!r} accepts connections from other machines, so the "
+        "actor-learner link must be authenticated, but actor_learner.keys is not set (and "
+        "actor_learner.spawn=false, so there is no local actor to make ephemeral keys for): "
+        "anyone who reaches the port could feed the replay buffer or read the policy. Make a "
+        "keypair with `roborl actor keys dir=DIR`, pass actor_learner.keys=DIR to the learner "
+        "and copy DIR/actor to the robot for `roborl actor ... keys=DIR/actor`; or bind "
+        "127.0.0.1 and reach it over an SSH tunnel."
+    )
+
+
+class _Publisher(threading.Thread):
+    """Owns the PUB socket (a ZeroMQ socket is used by one thread only): sends the weights
+    the loop queues, and a heartbeat every `period_s` whatever the loop is doing, so that a
+    long gradient step never looks like a dead learner to the actor."""
+
+    _STOP = object()
+
+    def __init__(self, sock: Any, period_s: float) -> None:
+        super().__init__(name="actor-learner-publisher", daemon=True)
+        self.sock, self.period_s = sock, period_s
+        self.queue: queue.Queue[Any] = queue.Queue()
+        self.updates = 0
+        self.heartbeats = 0
+
+    def send_weights(self, payload: bytes) -> None:
+        self.queue.put(payload)
+
+    def stop(self) -> None:
+        self.queue.put(self._STOP)
+        self.join(10.0)
+
+    def run(self) -> None:
+        zmq = sys.modules["zmq"]
+        next_beat = time.monotonic()
+        try:
+            while True:
+                try:
+                    item = self.queue.get(timeout=max(0.0, next_beat - time.monotonic()))
+                except queue.Empty:
+                    item = None
+                if item is self._STOP:
+                    return
+                try:
+                    if item is None:
+                        frames = [wire.HEARTBEAT, wire.encode_heartbeat(self.updates)]
+                        self.sock.send_multipart(frames, flags=zmq.NOBLOCK)
+                        self.heartbeats += 1
+                        next_beat = time.monotonic() + self.period_s
+                    else:
+                        self.sock.send_multipart(
+                            [wire.WEIGHTS, item], flags=zmq.NOBLOCK, copy=False
+                        )
+                except zmq.Again:  # PUB drops at its high-water mark rather than block
+                    pass
+        finally:
+            self.sock.close(0)
 
 
 class ActorLearnerCollector(Collector):
@@ -77,14 +237,37 @@ class ActorLearnerCollector(Collector):
                 "cannot evaluate, the actor process owns the robot. Pass eval_every=0 (the "
                 "actor's episode returns are logged as train/episode_return)."
             )
+        cfg = self.cfg
+        if cfg.learner_timeout_s <= cfg.heartbeat_s:
+            raise ConfigError(
+                f"actor_learner.learner_timeout_s={cfg.learner_timeout_s:g} must exceed "
+                f"actor_learner.heartbeat_s={cfg.heartbeat_s:g} (a few heartbeats per timeout)."
+            )
+        check_bind(cfg)
+        self.observation_space, self.action_space = learner_spaces(ctx.config["robot"], cfg)
+        self.spaces = wire.spaces_record(self.observation_space, self.action_space)
+        self.actor_dir = ctx.run_dir / "actor"
+        self.actor_dir.mkdir(parents=True, exist_ok=True)
+        self.keys_dir, self.actor_keys_dir = self._keys()
+        side = None
+        if self.keys_dir is not None:
+            side = keyring.load_side(self.keys_dir, keyring.LEARNER, "actor_learner.keys")
         self.zmq = zmq
         self.zctx = zmq.Context()
+        self.auth: Any = None
+        self.pinned: keyring.PinnedActor | None = None
         self.pull = self.zctx.socket(zmq.PULL)
         self.pub = self.zctx.socket(zmq.PUB)
         for sock in (self.pull, self.pub):
             sock.setsockopt(zmq.LINGER, 0)
-        self.pub.setsockopt(zmq.SNDHWM, 2)
-        cfg = self.cfg
+        self.pull.setsockopt(zmq.MAXMSGSIZE, 2 * cfg.max_message_bytes)
+        self.pub.setsockopt(zmq.SNDHWM, 8)
+        if side is not None:
+            self.auth, self.pinned = keyring.secure_server(self.zctx, [self.pull, self.pub], side)
+        events = zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+        events |= zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+        self.monitors = [s.get_monitor_socket(events) for s in (self.pull, self.pub)]
+        self.publisher: _Publisher | None = None
         try:
             self.pull.bind(f"tcp://{cfg.bind}:{cfg.port}")
             self.pub.bind(f"tcp://{cfg.bind}:{cfg.port + 1}")
@@ -94,8 +277,8 @@ class ActorLearnerCollector(Collector):
                 f"actor_learner: cannot bind {cfg.bind}:{cfg.port}/{cfg.port + 1} ({exc}); "
                 "pick another actor_learner.port."
             ) from exc
-        self.actor_dir = ctx.run_dir / "actor"
-        self.actor_dir.mkdir(parents=True, exist_ok=True)
+        self.publisher = _Publisher(self.pub, cfg.heartbeat_s)
+        self.publisher.start()
         self.metrics_file = open(self.actor_dir / "metrics.jsonl", "a")  # noqa: SIM115
         self.proc: subprocess.Popen | None = None
         self.adopted: int | None = None
@@ -108,6 +291,9 @@ class ActorLearnerCollector(Collector):
         self.pushes = 0
         self.lag_sum, self.lag_n, self.received = 0.0, 0, 0
         self.actor_metrics: dict[str, float] = {}
+        self.dropped = dict.fromkeys(wire.DROP_REASONS, 0)
+        self.last_drop: str | None = None
+        self.disconnects = self.handshake_failures = 0
         try:
             if cfg.spawn:
                 self._spawn()
@@ -115,6 +301,26 @@ class ActorLearnerCollector(Collector):
         except BaseException:
             self.close()
             raise
+
+    def _keys(self) -> tuple[Path | None, Path | None]:
+        """(learner's key folder, actor's key folder or None): `actor_learner.keys` when set,
+        else for a spawned actor an ephemeral pair in `<run_dir>/actor/keys` (kept, so a
+        resumed learner can adopt the actor still running with it), else none (loopback)."""
+        if self.cfg.keys:
+            root = Path(self.cfg.keys).expanduser()
+            actor = root / keyring.ACTOR
+            return root, actor if (actor / f"{keyring.ACTOR}.key_secret").is_file() else None
+        if not self.cfg.spawn:
+            log.warning(
+                "actor_learner: no keys on loopback %s: any local process can connect; set "
+                "actor_learner.keys (roborl actor keys dir=DIR) to pin the actor",
+                self.cfg.bind,
+            )
+            return None, None
+        root = self.actor_dir / "keys"
+        if not (root / keyring.LEARNER / f"{keyring.LEARNER}.key_secret").is_file():
+            keyring.make_keys(root)
+        return root, root / keyring.ACTOR
 
     def _spawn(self) -> None:
         """`roborl actor` in its own session: it outlives a learner that dies (the test kills
@@ -126,57 +332,91 @@ class ActorLearnerCollector(Collector):
         if pid is not None:
             self.adopted = pid
             return
-        address = f"{'127.0.0.1' if self.cfg.bind == '0.0.0.0' else self.cfg.bind}:{self.cfg.port}"
-        log = open(self.actor_dir / "actor.log", "a")  # noqa: SIM115
+        if self.keys_dir is not None and self.actor_keys_dir is None:
+            raise ConfigError(
+                f"actor_learner.keys={self.cfg.keys!r} with spawn=true: the local actor needs "
+                f"its keys in {Path(self.cfg.keys) / keyring.ACTOR} (as `roborl actor keys "
+                "dir=DIR` writes them), or leave actor_learner.keys unset for ephemeral keys."
+            )
+        host = self.cfg.bind if keyring.is_loopback(self.cfg.bind) else "127.0.0.1"
+        args = [
+            sys.executable, "-m", "roborl.core.cli", "actor", f"config={config}",
+            f"learner={host}:{self.cfg.port}", f"log_dir={self.actor_dir}",
+            f"send_every={self.cfg.send_every}",
+        ]  # fmt: skip
+        if self.actor_keys_dir is not None:
+            args.append(f"keys={self.actor_keys_dir}")
+        out = open(self.actor_dir / "actor.log", "a")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [
-                sys.executable, "-m", "roborl.core.cli", "actor", f"config={config}",
-                f"learner={address}", f"log_dir={self.actor_dir}",
-                f"send_every={self.cfg.send_every}",
-            ],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-        log.close()
+            args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        out.close()
         pid_file.write_text(str(self.proc.pid))
 
     def _receive(self, timeout_s: float) -> bool:
-        """Take every waiting message (waiting up to `timeout_s` for the first)."""
-        got = False
-        while self.pull.poll(int(timeout_s * 1000) if not got else 0):
-            frames = self.pull.recv_multipart()
+        """Take every waiting message (waiting up to `timeout_s` for the first, taking at
+        most `MAX_MESSAGES_PER_RECEIVE`); a bad one is dropped and counted, never raised."""
+        got = 0
+        while got < MAX_MESSAGES_PER_RECEIVE and self.pull.poll(
+            int(timeout_s * 1000) if not got else 0
+        ):
+            self._take(self.pull.recv_multipart())
+            got += 1
+        self._poll_monitors()
+        return got > 0
+
+    def _take(self, frames: list[bytes]) -> None:
+        try:
+            size = sum(len(f) for f in frames)
+            if size > self.cfg.max_message_bytes:
+                raise wire.FrameError(
+                    "oversized",
+                    f"a {size}-byte message (actor_learner.max_message_mb="
+                    f"{self.cfg.max_message_mb:g})",
+                )
             if len(frames) != 2 or frames[0] not in wire.KINDS:
-                raise RobotError(
-                    f"actor_learner: unexpected message on port {self.cfg.port} "
-                    f"({len(frames)} frames, kind {frames[0][:16]!r}); is another program "
-                    "sending to it?"
+                raise wire.FrameError(
+                    "malformed",
+                    f"unexpected message ({len(frames)} frames, kind {frames[0][:16]!r})",
                 )
             kind, payload = frames
             if kind == wire.STATUS:
-                self._on_status(wire.decode_status(payload))
-            elif self.status is None:
-                continue  # a chunk before any status (a restarted learner): spaces unknown
+                self._on_status(wire.decode_status(payload, self.spaces))
             else:
                 self.pending.append(
                     wire.decode_chunk(payload, self.observation_space, self.action_space)
                 )
-            got = True
-        return got
+        except wire.FrameError as exc:
+            self._drop(exc.reason, str(exc))
+
+    def _drop(self, reason: str, why: str) -> None:
+        """Count a dropped frame; log the first of each reason and then every power of 10."""
+        self.dropped[reason] += 1
+        self.last_drop = f"{reason}: {why}"
+        n = self.dropped[reason]
+        if str(n).rstrip("0") == "1":
+            log.warning(
+                "actor_learner: dropped a frame on port %d (%s), %d dropped as %s so far",
+                self.cfg.port, why, n, reason,
+            )  # fmt: skip
+
+    def _poll_monitors(self) -> None:
+        """Count peers cut off by libzmq: disconnects (an actor restart, or a frame over
+        max_message_mb) and failed handshakes (a peer without the CURVE keys)."""
+        from zmq.utils.monitor import recv_monitor_message
+
+        zmq = self.zmq
+        for mon in self.monitors:
+            while mon.poll(0):
+                event = recv_monitor_message(mon)["event"]
+                if event == zmq.EVENT_DISCONNECTED:
+                    self.disconnects += mon is self.monitors[0]
+                else:
+                    self.handshake_failures += 1
 
     def _on_status(self, status: dict[str, Any]) -> None:
-        if self.status is not None and status["spaces"] != self.status["spaces"]:
-            raise RobotError(
-                "actor_learner: the actor's spaces changed mid-run (another robot config?): "
-                f"{status['spaces']} != {self.status['spaces']}."
-            )
-        if self.status is None:
-            spaces = status["spaces"]
-            try:
-                self.observation_space = space_from_dict(spaces["observation"])
-                self.action_space = space_from_dict(spaces["action"])
-            except (KeyError, TypeError, ValueError) as exc:
-                raise RobotError(f"actor status: unreadable spaces {spaces!r} ({exc}).") from exc
         self.status = status
-        metrics = {k: float(v) for k, v in (status.get("metrics") or {}).items()}
+        metrics = dict(status["metrics"])
         if "rate_hz" in metrics:
             self.actor_metrics = metrics
         record = {"step": self.ctx.step, "updates": self.ctx.updates, "time": time.time()}
@@ -196,10 +436,11 @@ class ActorLearnerCollector(Collector):
                 )
             left = deadline - time.monotonic()
             if left <= 0:
+                dropped = f" Last dropped frame: {self.last_drop}." if self.last_drop else ""
                 raise RobotError(
                     f"no actor reported to {self.cfg.bind}:{self.cfg.port} within "
                     f"{self.cfg.timeout_s:g} s (actor_learner.timeout_s); start `roborl actor "
-                    "config=... learner=HOST:PORT` beside the robot."
+                    f"config=... learner=HOST:PORT [keys=DIR]` beside the robot.{dropped}"
                 )
             self._receive(min(left, 0.5))
 
@@ -252,12 +493,24 @@ class ActorLearnerCollector(Collector):
             self._publish(algo)
 
     def _publish(self, algo: Algorithm) -> None:
-        self.pub.send(wire.encode_weights(algo.state_dict(), self.ctx.updates), copy=False)
+        assert self.publisher is not None
+        self.publisher.updates = self.ctx.updates
+        self.publisher.send_weights(wire.encode_weights(algo.state_dict(), self.ctx.updates))
         self.last_push_updates = self.ctx.updates
         self.pushes += 1
 
+    def counters(self) -> dict[str, float]:
+        """What the link refused so far: dropped frames by reason, refused and failed peers."""
+        out = {f"actor/dropped_{k}": float(v) for k, v in self.dropped.items()}
+        refused = self.pinned.refused if self.pinned is not None else 0
+        out["actor/rejected_peers"] = float(refused + self.handshake_failures)
+        out["actor/disconnects"] = float(self.disconnects)
+        return out
+
     def metrics(self) -> dict[str, float]:
+        self._poll_monitors()
         out = {f"actor/{k}": v for k, v in self.actor_metrics.items()}
+        out.update(self.counters())
         out["actor/weight_pushes"] = float(self.pushes)
         out["actor/received_steps"] = float(self.received)
         if self.lag_n:
@@ -269,8 +522,17 @@ class ActorLearnerCollector(Collector):
         return {"weight_pushes": self.pushes, "received_steps": self.received}
 
     def _close_sockets(self) -> None:
+        if self.publisher is not None:
+            self.publisher.stop()  # it closes the PUB socket from its own thread
+        else:
+            self.pub.close(0)
+        for sock, mon in zip((self.pull, self.pub), self.monitors):
+            if not sock.closed:
+                sock.disable_monitor()
+            mon.close(0)
         self.pull.close(0)
-        self.pub.close(0)
+        if self.auth is not None:
+            self.auth.stop()
         self.zctx.term()
 
     def close(self) -> None:
