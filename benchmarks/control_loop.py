@@ -26,6 +26,21 @@ per control step (obs handed out -> next command; for the in-loop collector only
 per-log-window maximum is logged) and updates/s. Writes control_loop_training.json/.md.
 
     nice -n 10 python benchmarks/control_loop.py --mode training [--steps 1500] [--rate 50]
+
+`--mode peer` (issue 32) puts roborl against an independent robot: `benchmarks/peers/
+joint_state_robot.py`, a plain rclpy script (no roborl import) publishing JointState at 100,
+250, 500 and 1000 Hz and recording the commands it receives. Rows: `deploy` over rclpy and
+over dds at 50, 100 and 500 Hz; the train driver (`RobotEnv` built by `robot_factory` as
+`train robot=ros2` builds it, stepped by a SAC policy in a harness process: the loop without
+the learner's updates, which run between episodes by design) and `roborl actor` (started by
+`train collector=actor_learner`, learning_starts above total_steps: acting only) over rclpy at
+50 and 100 Hz. Every cell runs the robot config's default watchdogs (max_state_age_s 0.25,
+max_policy_time_s 0.5). Achieved rate, obs->cmd p50/p99 (the used state's arrival -> its
+command written), the newest state's age at the tick, and the robot's own view: commands
+received per second and the largest gap. Writes control_loop_peer.json/.md.
+
+    nice -n 10 python benchmarks/control_loop.py --mode peer [--seconds 10]
+        [--js-rates 100 250 500 1000] [--kinds deploy_rclpy deploy_dds driver actor]
 """
 
 from __future__ import annotations
@@ -285,9 +300,280 @@ def main_training(args: argparse.Namespace) -> None:
     print("wrote", path, "and", path.with_suffix(".md"))
 
 
+# -- --mode peer: an independent rclpy robot ------------------------------------------------------
+
+PEER = Path(__file__).resolve().parent / "peers" / "joint_state_robot.py"
+#: row kind -> (what runs, transport, control rates)
+PEER_KINDS = {
+    "deploy_rclpy": ("deploy", "rclpy", (50, 100, 500)),
+    "deploy_dds": ("deploy", "dds", (50, 100, 500)),
+    "driver": ("train driver", "rclpy", (50, 100)),
+    "actor": ("actor", "rclpy", (50, 100)),
+}
+
+
+def peer_env(domain: int) -> dict:
+    env = {
+        **os.environ,
+        "ROS_DOMAIN_ID": str(domain),
+        "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
+        "RMW_IMPLEMENTATION": "rmw_fastrtps_cpp",
+        "CYCLONEDDS_URI": LOOPBACK,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
+    env.pop("ROS_LOCALHOST_ONLY", None)
+    return env
+
+
+def run_cpu(cmd: list[str], env: dict, timeout: float, cwd: str | None = None) -> tuple:
+    """Run `cmd`; (returncode, stdout, stderr, CPU seconds of the process and its children)."""
+    before = os.times()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=cwd)
+    after = os.times()
+    cpu = (after.children_user - before.children_user) + (
+        after.children_system - before.children_system
+    )
+    return proc.returncode, proc.stdout, proc.stderr, cpu
+
+
+def driver_harness(args: argparse.Namespace) -> None:
+    """The train driver alone: `RobotEnv` from `robot_factory` (what `train robot=ros2`
+    builds), stepped at robot.rate_hz by the checkpoint's policy for --seconds."""
+    from omegaconf import OmegaConf
+
+    from roborl.core.algorithms import algorithm_from_checkpoint
+    from roborl.core.envs import robot_factory
+    from roborl.core.plugins import get_host
+    from roborl.robots.config import robot_preset
+
+    host = get_host()
+    cfg = OmegaConf.create(robot_preset("ros2"))
+    for key, value in {
+        "transport": "rclpy",
+        "rate_hz": float(args.rate),
+        "connect_timeout_s": 120.0,
+        "reset": {"mode": "wait", "wait_s": 0.0},
+        "terminate": {},
+        "max_episode_steps": 10**9,
+    }.items():
+        OmegaConf.update(cfg, key, value, merge=False)
+    algo, _ = algorithm_from_checkpoint(host, args.checkpoint)
+    policy = algo.policy()
+    env = robot_factory(host.registry, OmegaConf.to_container(cfg))()
+    sent: list[float] = []
+    publish = env.driver._publish
+
+    def timed(msg: object) -> None:  # when each command is written, for obs->cmd
+        publish(msg)
+        sent.append(time.monotonic())
+
+    env.driver._publish = timed
+    try:
+        obs, _ = env.reset()
+        policy.act(obs.astype(np.float32))  # the first call's lazy init, as deploy's warm-up
+        arrived = time.monotonic()
+        latency, ages, steps = [], [], []
+        end = time.monotonic() + args.seconds
+        holds = len(sent)
+        while time.monotonic() < end:
+            action = policy.act(obs.astype(np.float32))
+            obs, _, terminated, truncated, info = env.step(action)
+            now = time.monotonic()
+            steps.append(sent[-1])
+            latency.append(sent[-1] - arrived)
+            ages.append(env.last_latency_s)
+            arrived = now - info["state_age_s"]
+            if terminated or truncated:
+                obs, _ = env.reset()
+                arrived = time.monotonic()
+        interventions = dict(env.safety.interventions)
+    finally:
+        env.close()
+    pct = lambda xs, q: float(np.percentile(np.asarray(xs) * 1e3, q))  # noqa: E731
+    stats = {
+        "rate_hz_target": float(args.rate),
+        "rate_hz_achieved": (len(steps) - 1) / (steps[-1] - steps[0]),
+        "latency_ms_p50": pct(latency, 50),
+        "latency_ms_p99": pct(latency, 99),
+        "state_age_ms_p50": pct(ages, 50),
+        "state_age_ms_p99": pct(ages, 99),
+        "commands": len(sent) - holds,
+        "states_received": env.driver.received,
+        "interventions": interventions,
+    }
+    Path(args.stats).write_text(json.dumps(stats, indent=1))
+
+
+def run_peer_cell(
+    kind: str, js_rate: int, rate: int, seconds: float, ckpt: Path, tmp: Path, domain: int
+) -> dict:
+    what, transport, _ = PEER_KINDS[kind]
+    env = peer_env(domain)
+    robot = subprocess.Popen(
+        [sys.executable, str(PEER), "--rate", str(js_rate)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    robot.stdout.readline()  # {"event": "ready"}
+    cli = [sys.executable, "-m", "roborl.core.cli"]
+    stats = tmp / f"stats_{kind}_{js_rate}_{rate}.json"
+    out: dict = {}
+    try:
+        if what == "deploy":
+            cmd = [*cli, "deploy", f"checkpoint={ckpt}", "robot=ros2",
+                   f"robot.transport={transport}", "robot.connect_timeout_s=120",
+                   f"rate_hz={rate}", f"duration_s={seconds}", f"stats={stats}",
+                   "on_watchdog=hold"]  # fmt: skip
+        elif what == "train driver":
+            cmd = [sys.executable, __file__, "--driver-harness", f"--checkpoint={ckpt}",
+                   f"--rate={rate}", f"--seconds={seconds}", f"--stats={stats}"]  # fmt: skip
+        else:
+            steps = int(rate * seconds)
+            run_dir = tmp / f"actor_{js_rate}_{rate}"
+            cmd = [*cli, "train", "algo=sac", "robot=ros2", "robot.transport=rclpy",
+                   f"robot.rate_hz={rate}", "robot.connect_timeout_s=120",
+                   f"robot.max_episode_steps={steps}", "robot.terminate={}",
+                   "robot.reset={mode: wait, wait_s: 0.0}", f"total_steps={steps}",
+                   f"learning_starts={10 * steps}", "eval_every=0", "log_every=100",
+                   f"checkpoint_every={10 * steps}", "progress=false",
+                   f"hydra.run.dir={run_dir}", "collector=actor_learner",
+                   f"actor_learner.port={25000 + domain * 2}"]  # fmt: skip
+        code, _, err, cpu = run_cpu(cmd, env, seconds + 400)
+        if code != 0:
+            raise RuntimeError(f"{kind} exited {code}: {err[-2000:]}")
+        if what == "actor":
+            lines = (run_dir / "actor" / "actor_stats.jsonl").read_text().splitlines()
+            windows = [w for w in map(json.loads, lines) if w.get("window_s")]
+            w_steps = sum(w["window_steps"] for w in windows)
+            w_time = sum(w["window_s"] for w in windows)
+            out = {
+                "rate_hz_target": float(rate),
+                "rate_hz_achieved": w_steps / max(w_time, 1e-9),
+                # the actor's latency: obs handed out -> next command's step call
+                "policy_latency_ms_p50": float(np.median([w["latency_p50_ms"] for w in windows])),
+                "policy_latency_ms_p99": float(max(w["latency_p99_ms"] for w in windows)),
+            }
+        else:
+            out = json.loads(stats.read_text())
+        out["cpu_s"] = cpu
+    finally:
+        robot.terminate()
+        try:
+            robot_out, _ = robot.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            robot.kill()
+            robot_out, _ = robot.communicate()
+    summary = [json.loads(x) for x in robot_out.splitlines() if '"summary"' in x]
+    out["robot"] = summary[-1] if summary else None
+    return out
+
+
+def _f(x: object, fmt: str = ".2f") -> str:
+    return "n/a" if x is None else format(x, fmt)
+
+
+def peer_markdown(out: dict) -> str:
+    lb, la = out["loadavg_before"], out["loadavg_after"]
+    lines = [
+        f"# Control loop against an independent rclpy robot ({out['machine']}, "
+        f"{out['seconds']:.0f} s per cell)",
+        "",
+        "The robot: `benchmarks/peers/joint_state_robot.py`, plain rclpy (no roborl import), "
+        "publishing sensor_msgs/JointState (slider, hinge) at the listed rate and recording "
+        "the Float64MultiArray commands it receives. roborl: `deploy` (SAC 256x256 policy, "
+        "lifecycle node over rclpy, or the raw-DDS transport), the train driver (`RobotEnv` "
+        "as `train robot=ros2` builds it, stepped by the same policy) and `roborl actor` "
+        "(`train collector=actor_learner`, acting only). Default watchdogs "
+        "(max_state_age_s 0.25 s, max_policy_time_s 0.5 s). "
+        "obs->cmd: arrival of the state the command was computed from -> command written; "
+        "for deploy that is the newest state's age at the tick (the stream's phase, up to one "
+        "JointState period) plus policy and safety; the train driver and the actor step a "
+        "gym env, whose command is the action for the observation handed out at the previous "
+        "step, so their obs->cmd is about one control period by design (the actor reports "
+        "only its policy latency: obs handed out -> next command's step call). "
+        f"Run with `nice -n 10` on a machine shared with other work: load average "
+        f"(1/5/15 min) before {lb[0]:.2f}/{lb[1]:.2f}/{lb[2]:.2f}, after "
+        f"{la[0]:.2f}/{la[1]:.2f}/{la[2]:.2f}.",
+        "",
+        "| roborl side | transport | JointState Hz (published) | target Hz | achieved Hz "
+        "| % of target | obs->cmd p50 ms | obs->cmd p99 ms | state age p99 ms "
+        "| robot got cmd/s | robot max gap ms | watchdog holds | CPU s |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| ---: |",
+    ]
+    for kind, by_js in out["results"].items():
+        what, transport, _ = PEER_KINDS[kind]
+        for js, by_rate in by_js.items():
+            for rate, r in by_rate.items():
+                if "error" in r:
+                    lines.append(f"| {what} | {transport} | {js} | {rate} | failed: "
+                                 f"{r['error'][:120]} |||||||||")  # fmt: skip
+                    continue
+                robot = r.get("robot") or {}
+                p50 = r.get("latency_ms_p50", r.get("policy_latency_ms_p50"))
+                p99 = r.get("latency_ms_p99", r.get("policy_latency_ms_p99"))
+                mark = "" if "latency_ms_p50" in r else " (policy)"
+                holds = sum(v for k, v in (r.get("interventions") or {}).items() if "watchdog" in k)
+                lines.append(
+                    f"| {what} | {transport} | {js} ({_f(robot.get('published_rate_hz'), '.0f')})"
+                    f" | {rate} | {r['rate_hz_achieved']:.1f} "
+                    f"| {100 * r['rate_hz_achieved'] / float(rate):.1f} "
+                    f"| {_f(p50)}{mark} | {_f(p99)}{mark} | {_f(r.get('state_age_ms_p99'))} "
+                    f"| {_f(robot.get('command_rate_hz'), '.1f')} "
+                    f"| {_f(robot.get('max_gap_ms'), '.1f')} "
+                    f"| {holds if 'interventions' in r else 'n/a'} | {r['cpu_s']:.1f} |"
+                )
+    return "\n".join(lines) + "\n"
+
+
+def main_peer(args: argparse.Namespace) -> None:
+    load_before = os.getloadavg()
+    results: dict = {}
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        ckpt = tmp / "sac.pt"
+        sac_checkpoint(ckpt)
+        domain = 150 + os.getpid() % 20
+        for kind in args.kinds:
+            for js in args.js_rates:
+                for rate in PEER_KINDS[kind][2]:
+                    if args.control_rates and rate not in args.control_rates:
+                        continue
+                    domain = domain % 230 + 1
+                    try:
+                        r = run_peer_cell(kind, js, rate, args.seconds, ckpt, tmp, domain)
+                    except Exception as exc:  # a failed cell is a row, not a lost table
+                        r = {"error": str(exc)}
+                    results.setdefault(kind, {}).setdefault(str(js), {})[str(rate)] = r
+                    print(kind, js, rate, json.dumps(r)[:600], flush=True)
+    out = {
+        "benchmark": "control_loop_peer",
+        "policy": "SAC 256x256 (roborl)",
+        "robot": "benchmarks/peers/joint_state_robot.py (plain rclpy)",
+        "rclpy": "ros-rclpy 9.1.2 (Kilted wheels), rmw_fastrtps_cpp / Fast DDS 3.2.3",
+        "dds": "cyclonedds 11.0.1 (PyPI)",
+        "seconds": args.seconds,
+        "machine": f"{platform.machine()} {os.cpu_count()} cores, {platform.processor() or ''}",
+        "loadavg_before": load_before,
+        "loadavg_after": os.getloadavg(),
+        "when": time.time(),
+        "results": results,
+    }
+    path = Path(args.out).with_name("control_loop_peer.json")
+    path.write_text(json.dumps(out, indent=1))
+    path.with_suffix(".md").write_text(peer_markdown(out))
+    print("wrote", path, "and", path.with_suffix(".md"))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mode", choices=["deploy", "training"], default="deploy")
+    ap.add_argument("--mode", choices=["deploy", "training", "peer"], default="deploy")
+    ap.add_argument("--js-rates", type=int, nargs="+", default=[100, 250, 500, 1000])
+    ap.add_argument("--kinds", nargs="+", default=list(PEER_KINDS), choices=list(PEER_KINDS))
+    ap.add_argument("--control-rates", type=int, nargs="*", default=[])
+    ap.add_argument("--driver-harness", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--checkpoint", help=argparse.SUPPRESS)
+    ap.add_argument("--stats", help=argparse.SUPPRESS)
     ap.add_argument("--steps", type=int, default=1500, help="--mode training: robot steps")
     ap.add_argument("--rate", type=int, default=50, help="--mode training: control rate")
     ap.add_argument("--seconds", type=float, default=10.0)
@@ -296,6 +582,12 @@ def main() -> None:
     ap.add_argument("--out", default="benchmarks/results/control_loop.json")
     args = ap.parse_args()
     torch.set_num_threads(1)
+    if args.driver_harness:
+        driver_harness(args)
+        return
+    if args.mode == "peer":
+        main_peer(args)
+        return
     if args.mode == "training":
         main_training(args)
         return

@@ -2,9 +2,16 @@
 
 Each transport owns one rclpy `Context` (initialised with the command line's `--ros-args`, and
 without rclpy's signal handlers, so roborl's own Ctrl-C handling, which latches the e-stop,
-stays in charge) and one node, spun by a multi-threaded executor on a daemon thread. Every
-subscription and service has its own callback group: a slow lifecycle transition (configure
-waits for the robot's first JointState) never blocks the callbacks it is waiting for.
+stays in charge) and one node, spun by a `SingleThreadedExecutor` on a daemon thread; the
+control loops (deploy's tick, `RobotEnv.step`) run on threads of their own and only read what
+the callbacks stored. rclpy's executors are Python: the 4-thread `MultiThreadedExecutor` took
+the GIL from the control loop (a deploy at 50 Hz against a plain robot publishing JointState at
+200 Hz achieved 5 Hz with obs->cmd p99 1.3 s), one thread keeps up with 1 kHz JointState
+(`benchmarks/results/control_loop_peer.md`). A lifecycle node needs no thread pool either:
+its transitions requested over `~/change_state` run on a worker thread that answers the
+service when done (`_defer`, as for roborl's own services), so a transition that waits for other callbacks
+(configure waits for the robot's first JointState) never blocks the executor that delivers
+them. Transitions, from the service or from roborl itself (`trigger`), run one at a time.
 
 What a ROS 2 engineer expects of a node comes from here: parameters declared with
 descriptions (`-p name:=value` and `--params-file` override roborl's config values), `std_srvs`
@@ -77,6 +84,54 @@ def _bridge_detach(node: Any) -> None:
             _ROBOT_LOGGER.setLevel(_SAVED_LEVEL[0] if _SAVED_LEVEL else logging.NOTSET)
 
 
+class _Pending:
+    """A request handed from the executor thread to a worker (see `_defer`)."""
+
+    def __init__(self, request: Any, response: Any) -> None:
+        self.request, self.response = request, response
+
+
+def _defer(srv: Any, lock: threading.Lock | None = None) -> None:
+    """Run a service's callback off the executor thread.
+
+    rclpy's executor calls the service's callback, then `send_response(response, header)`.
+    Here the callback only hands the request on; `send_response` starts a worker thread that
+    runs the real callback (under `lock` when given) and sends its response when it is done.
+    The executor goes straight back to delivering messages, so a handler that waits (a
+    lifecycle configure waiting for the first JointState, sim-robot's reset waiting for its
+    loop) never stalls the subscriptions of the node, and one executor thread is enough."""
+    run, send = srv.callback, srv.send_response
+
+    def work(pending: _Pending, header: Any) -> None:
+        response = pending.response
+        try:
+            if lock is None:
+                response = run(pending.request, response)
+            else:
+                with lock:
+                    response = run(pending.request, response)
+        except Exception as exc:  # answer the caller rather than leave it waiting
+            name = getattr(srv, "srv_name", "?")
+            logging.getLogger("roborl.robots.node").error("service %s failed: %s", name, exc)
+            if hasattr(response, "success"):
+                response.success = False
+        try:
+            send(response, header)
+        except Exception:  # the node closed while the handler ran
+            pass
+
+    def send_response(response: Any, header: Any) -> None:
+        if isinstance(response, _Pending):
+            threading.Thread(
+                target=work, args=(response, header), name="roborl-service", daemon=True
+            ).start()
+        else:
+            send(response, header)
+
+    srv.callback = _Pending
+    srv.send_response = send_response
+
+
 def _lifecycle_node_class() -> type:
     from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 
@@ -130,7 +185,7 @@ class RclpyTransport:
     ) -> None:
         import rclpy
         from rclpy.context import Context
-        from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
+        from rclpy.executors import SingleThreadedExecutor
         from rclpy.signals import SignalHandlerOptions
 
         self._context = Context()
@@ -142,11 +197,15 @@ class RclpyTransport:
         except Exception as exc:  # rcl's argument parser: a malformed --ros-args
             raise ConfigError(f"bad ROS arguments {' '.join(ros_args or [])!r}: {exc}") from None
         kwargs = {"namespace": namespace or None, "context": self._context}
+        self._transition_lock = threading.Lock()
         try:
             if lifecycle is not None:
                 cls = _lifecycle_node_class()
                 self.node = cls(node_name, **kwargs)
                 self.node.handlers = dict(lifecycle)
+                change_state = getattr(self.node, "_service_change_state", None)
+                if change_state is not None:  # None: the lifecycle services are off
+                    _defer(change_state, self._transition_lock)
             else:
                 self.node = rclpy.create_node(node_name, **kwargs)
         except Exception as exc:  # e.g. a bad node name or namespace, a malformed params file
@@ -154,16 +213,10 @@ class RclpyTransport:
             raise ConfigError(
                 f"cannot create ROS 2 node {node_name!r} (namespace {namespace!r}): {exc}"
             ) from None
-        # One executor thread, except for a lifecycle node, whose transition callbacks wait
-        # for other callbacks (e.g. the first JointState) and would deadlock on one thread.
-        # rclpy's Python MultiThreadedExecutor (4 threads) held the GIL long enough to delay
-        # the node's own control loop: deploy <-> sim-robot at 100 Hz reached 45-80 Hz with
-        # obs->cmd p99 144-340 ms, against 100 Hz and 4-8 ms with one thread
-        # (`benchmarks/suite.py --only control`, 2 cores).
-        if lifecycle is None:
-            self._executor = SingleThreadedExecutor(context=self._context)
-        else:
-            self._executor = MultiThreadedExecutor(num_threads=4, context=self._context)
+        # One executor thread for every node, the lifecycle one included (see the module
+        # docstring): rclpy's Python MultiThreadedExecutor (4 threads) held the GIL long
+        # enough to stall the node's own control loop by up to ~1 s.
+        self._executor = SingleThreadedExecutor(context=self._context)
         self._executor.add_node(self.node)
         self._thread = threading.Thread(
             target=self._spin, name=f"roborl-rclpy-{node_name}", daemon=True
@@ -263,15 +316,16 @@ class RclpyTransport:
     def subscribe(
         self, name: str, msg_type: type, callback: Callable[[Any], None], qos: Any = "default"
     ) -> Any:
-        from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
         from rclpy.qos_overriding_options import QoSOverridingOptions
 
+        # Each message is converted and handed on at once (about 12 us for a JointState of two
+        # joints with the driver's parsing: 1.2% of a core at 1 kHz), so the callback stays
+        # far shorter than any control period.
         return self.node.create_subscription(
             self._ros_type(msg_type),
             name,
             lambda m: callback(self._from_ros(msg_type, m)),
             self._qos(qos, f"qos of {name}"),
-            callback_group=MutuallyExclusiveCallbackGroup(),
             qos_overriding_options=QoSOverridingOptions.with_default_policies(),
         )
 
@@ -284,7 +338,6 @@ class RclpyTransport:
     ) -> Any:
         """A `std_srvs/Trigger` (`kind="trigger"`, handler gets None) or `std_srvs/SetBool`
         (`kind="set_bool"`, handler gets the request's bool) service."""
-        from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
         from std_srvs.srv import SetBool, Trigger
 
         srv_type = {"trigger": Trigger, "set_bool": SetBool}[kind]
@@ -296,9 +349,8 @@ class RclpyTransport:
                 response.success, response.message = False, f"{type(exc).__name__}: {exc}"
             return response
 
-        srv = self.node.create_service(
-            srv_type, name, serve, callback_group=MutuallyExclusiveCallbackGroup()
-        )
+        srv = self.node.create_service(srv_type, name, serve)
+        _defer(srv)  # a handler that waits (sim-robot's reset) must not stall the executor
         self._keep.append(srv)
         return srv
 
@@ -355,7 +407,8 @@ class RclpyTransport:
 
         if transition not in LIFECYCLE_TRANSITIONS:
             raise RobotError(f"unknown lifecycle transition {transition!r}.")
-        result = getattr(self.node, f"trigger_{transition}")()
+        with self._transition_lock:
+            result = getattr(self.node, f"trigger_{transition}")()
         return result == TransitionCallbackReturn.SUCCESS
 
     def close(self) -> None:
