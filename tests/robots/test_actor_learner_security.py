@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -498,3 +500,34 @@ def test_actor_refuses_nan_weights_and_holds_when_the_learner_goes_silent(tmp_pa
         pull.close(0)
         pub.close(0)
         zctx.term()
+
+
+# -- the command line -----------------------------------------------------------------------------
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "roborl.core.cli", *args],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def test_cli_makes_keys_and_train_refuses_an_open_bind_without_them(tmp_path: Path) -> None:
+    """`roborl actor keys dir=DIR` writes both sides (and will not overwrite them); `roborl
+    train` bound to 0.0.0.0 without keys exits 2 with one paragraph naming the key, before it
+    binds or trains anything."""
+    made = _cli("actor", "keys", f"dir={tmp_path / 'keys'}")
+    assert made.returncode == 0, made.stderr
+    assert (tmp_path / "keys" / "learner" / "learner.key_secret").is_file()
+    assert (tmp_path / "keys" / "actor" / "actor.key_secret").is_file()
+    again = _cli("actor", "keys", f"dir={tmp_path / 'keys'}")
+    assert again.returncode == 2 and "already holds keys" in again.stderr
+
+    refused = _cli(
+        "train", "algo=sac", "robot=ros2", "collector=actor_learner", "eval_every=0",
+        "actor_learner.bind=0.0.0.0", "actor_learner.spawn=false",
+        f"actor_learner.port={_free_port()}", f"hydra.run.dir={tmp_path / 'run'}",
+    )  # fmt: skip
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    assert "actor_learner.bind='0.0.0.0'" in refused.stderr
+    assert "roborl actor keys dir=DIR" in refused.stderr and "Traceback" not in refused.stderr

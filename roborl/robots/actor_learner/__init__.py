@@ -2,8 +2,10 @@
 
 The **actor** (`roborl actor`, `actor.py`) is a process beside the robot: it owns the robot env
 and its safety layer, runs the policy at the control rate, streams transitions to the learner
-and loads the weights the learner publishes; it never runs a gradient step, and it keeps acting
-with its last weights while the learner is slow, dead or restarting. The **learner** is
+and loads the weights the learner publishes; it never runs a gradient step. It keeps acting
+with its last weights while the learner is slow or restarting, as long as it hears the
+learner's heartbeat; after `actor_learner.learner_timeout_s` of silence it holds the robot and
+stops. The **learner** is
 `roborl train` (`learner.py`): the off-policy loop with a collector that hands it whatever
 arrived and publishes weights every `sync_every` updates. Messages are defined and checked in
 `wire.py`. SERL (Luo et al., 2024) splits its actor and learner the same way over agentlace
@@ -11,16 +13,19 @@ arrived and publishes weights every `sync_every` updates. Messages are defined a
 
 Why ZeroMQ (pyzmq) as the transport, rather than Ray or gRPC:
 
-- the actor must outlive the learner: a Ray actor belongs to its driver (the learner) and dies
-  with it unless detached into a cluster the robot machine must then join; two ZeroMQ sockets
-  have no owner, and reconnect by themselves when a new learner binds the same address, which
-  is what resuming from a checkpoint needs;
+- the actor must outlive a restarting learner and decide itself when to hold the robot: a Ray
+  actor belongs to its driver (the learner) and dies with it unless detached into a cluster
+  the robot machine must then join; two ZeroMQ sockets have no owner, and reconnect by
+  themselves when a new learner binds the same address, which is what resuming needs;
 - sends never block the control loop: a PUSH socket queues up to a high-water mark and a
-  non-blocking send then fails at once (the actor counts the drop); a SUB socket with CONFLATE
-  keeps only the newest weights, so a slow actor never works through stale ones;
+  non-blocking send then fails at once (the actor counts the drop); the actor drains its SUB
+  socket each tick and loads only the newest weights, so it never works through stale ones;
+- CURVE authentication and encryption are built into libzmq (`keys.py`): one pinned actor
+  key, no TLS certificates or extra services to run;
 - weights are a few MB and transitions a few kB per chunk: one message each, no RPC schema or
   code generation (gRPC) needed; pyzmq is a small, maintained wheel with libzmq bundled.
 
 Payloads are safetensors buffers and JSON, never pickles, so a peer on the port cannot make
-either end run code.
+either end run code; every received frame is checked (`wire.py`) and a bad one is dropped and
+counted, so it cannot end the run either.
 """
