@@ -243,7 +243,7 @@ def _summary_line(run_dir: str, summary: dict[str, Any]) -> str:
     ret_s = "n/a" if ret is None else f"{ret:.1f}"
     # An offline run steps no env: its budget is gradient updates, so count those instead.
     steps, updates = summary.get("steps") or 0, summary.get("updates") or 0
-    work = f"{steps} env steps" if steps else f"{updates} updates (offline)"
+    work = f"{steps} steps" if steps else f"{updates} updates (offline)"
     if steps and updates:
         work += f", {updates} updates"
     return (

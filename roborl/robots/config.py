@@ -230,9 +230,18 @@ def _known_keys(section: Mapping[str, Any], known: tuple[str, ...], key: str) ->
 NESTED = {"command": CommandConfig, "safety": RobotSafetyConfig, "estop": EstopConfig}
 
 
+def _plain(value: Any) -> Any:
+    """Plain dicts and lists all the way down (a read-only view or an OmegaConf node in)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple) or type(value).__name__ == "ListConfig":
+        return [_plain(v) for v in value]
+    return value
+
+
 def parse_robot_config(values: Mapping[str, Any] | None) -> RobotConfig:
     """Validate a `robot` config section; a ConfigError names the bad key and value."""
-    values = dict(values or {})
+    values = _plain(dict(values or {}))
     for key, cls in NESTED.items():
         section = values.get(key)
         if section is not None and not isinstance(section, Mapping | cls):

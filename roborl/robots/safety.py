@@ -87,6 +87,9 @@ class SafetyLayer:
         self._send: Callable[[np.ndarray], None] | None = None
         self._enabled = False
         self._holding = False
+        # The supervisor's clock: the control loop's (sim time under use_sim_time, so a
+        # paused simulation is not mistaken for a hung policy).
+        self.clock: Callable[[], float] = time.monotonic
         self._last_sent = time.monotonic()
         self.holds_sent = 0
         self._supervisor: threading.Thread | None = None
@@ -105,7 +108,7 @@ class SafetyLayer:
             if self.estopped or not self._enabled or self._send is None:
                 return False
             self._send(command)
-            self._last_sent = time.monotonic()
+            self._last_sent = self.clock()
             self._holding = False
             return True
 
@@ -113,7 +116,7 @@ class SafetyLayer:
         """Send the hold command now, whatever the state (holding is always allowed)."""
         with self._out_lock:
             self._holding = True
-            self._last_sent = time.monotonic()
+            self._last_sent = self.clock()
             if self._send is None:
                 return
             try:
@@ -137,7 +140,7 @@ class SafetyLayer:
                     "clear it first (clearing alone never restarts motion)."
                 )
             self._enabled = True
-            self._last_sent = time.monotonic()
+            self._last_sent = self.clock()
 
     def disable(self, cause: str, hold: bool = True) -> None:
         """Stop commanding (lifecycle deactivate/cleanup/shutdown, an error, exit): the hold
@@ -173,7 +176,7 @@ class SafetyLayer:
             with self._out_lock:
                 if not self._enabled or self.estopped or self._holding:
                     continue
-                silent = time.monotonic() - self._last_sent
+                silent = self.clock() - self._last_sent
                 if silent > limit:
                     self._note("watchdog_supervisor", f"no command for {silent:.3f}s (> {limit}s)")
                     self.send_hold()

@@ -326,7 +326,7 @@ def test_stale_camera_frame_triggers_hold(ros_env, nodes, caplog) -> None:
 @pytest.mark.parametrize(
     ("cameras", "match"),
     [
-        ("top", "must be a list"),
+        ("top", "robot.cameras=.top. has the wrong type: expected a list"),
         ([{"name": "top", "topic": "/t", "width": 64}], r"lacks \['height'\]"),
         ([{"name": "state", "topic": "/t", "width": 8, "height": 8}], "'state' is taken"),
         ([{"name": "a", "topic": "/t", "width": 8, "height": 8, "fps": 3}], "unknown keys"),

@@ -590,6 +590,8 @@ def test_trajectory_time_from_start_is_the_control_period(rclpy_env, procs) -> N
             "rate_hz": 20.0,
             "qos.state": "sensor_data",
             "command": {"interface": "trajectory", "controller": "arm_controller"},
+            "safety.low": [-3.0, -3.0],  # one limit per commanded joint (both, here)
+            "safety.high": [3.0, 3.0],
         }
     )
     driver, _ = Ros2Driver.open(cfg)

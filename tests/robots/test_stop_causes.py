@@ -1,0 +1,307 @@
+"""Every way `roborl deploy` stops commanding ends with the hold, checked from an independent
+robot: `benchmarks/peers/stop_robot.py`, a plain rclpy node (no roborl import) that publishes
+JointState at 100 Hz, integrates the velocity it is sent (as forward_command_controller would,
+with no command timeout) and records every command.
+
+For each stop cause the robot must have received exactly the commands deploy says it sent,
+and the last one must be the hold (zero). Every wait is an event (a deploy event, the robot's
+command count reaching deploy's); deadlines are hang guards, never timing assertions.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+ROBOT = ROOT / "benchmarks" / "peers" / "stop_robot.py"
+START = 120.0
+HOLD = [0.0]
+
+
+class Proc:
+    """A process whose JSON stdout lines are collected by a thread; stdin stays open."""
+
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            args, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        self.events: list[dict] = []
+        self._err: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=lambda: self._err.extend(self.proc.stderr), daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            if line.startswith("{"):
+                try:
+                    self.events.append(json.loads(line))
+                except json.JSONDecodeError:
+                    pass
+
+    def named(self, name: str) -> list[dict]:
+        return [e for e in list(self.events) if e.get("event") == name]
+
+    def wait(self, pred, what: str, timeout: float) -> None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if pred():
+                return
+            time.sleep(0.02)
+        if not pred():
+            raise AssertionError(
+                f"{what}; events={self.events[-8:]} stderr={self.stderr()[-3000:]}"
+            )
+
+    def wait_event(self, name: str, timeout: float) -> dict:
+        self.wait(lambda: self.named(name), f"no {name!r} event", timeout)
+        return self.named(name)[0]
+
+    def send(self, line: str) -> None:
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def stderr(self) -> str:
+        return "".join(self._err)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture
+def procs():
+    started: list[Proc] = []
+
+    def start(args: list[str], env: dict[str, str]) -> Proc:
+        p = Proc(args, env)
+        started.append(p)
+        return p
+
+    yield start
+    for p in started:
+        p.stop()
+
+
+@pytest.fixture
+def rclpy_env(ros_env: dict[str, str]) -> dict[str, str]:
+    env = dict(ros_env, OMP_NUM_THREADS="1")
+    env.pop("RMW_IMPLEMENTATION", None)  # the wheels' default, rmw_fastrtps_cpp
+    return env
+
+
+# A checkpoint-free algorithm whose policy commands 0.7 and, on its 40th call, hangs for 3 s
+# (a stuck inference server, a GIL-holding library): what the supervisor thread is for.
+HANG_PLUGIN = textwrap.dedent(
+    """
+    import os, time
+    from dataclasses import dataclass
+    import numpy as np
+    from roborl.core.hookspecs import hookimpl
+    from roborl.core.interfaces import Algorithm, Policy
+
+    @dataclass
+    class HangConfig:
+        hang_s: float = 3.0
+
+    class HangPolicy(Policy):
+        def __init__(self, obs_space, act_space, hang_s):
+            self.observation_space, self.action_space, self.hang_s = obs_space, act_space, hang_s
+            self.calls = 0
+
+        def act(self, obs):
+            self.calls += 1
+            if self.calls == 40:
+                time.sleep(self.hang_s)
+                with open(os.environ["HANG_RETURNED"], "w") as fh:
+                    fh.write(repr(time.monotonic()))
+            return np.full(self.action_space.shape, 0.7, np.float32)
+
+    class HangAlgo(Algorithm):
+        name = "hang_test"
+        Config = HangConfig
+        checkpoint_free = True
+
+        def __init__(self, observation_space, action_space, config, device="cpu"):
+            self.observation_space, self.action_space = observation_space, action_space
+            self._policy = HangPolicy(observation_space, action_space, config.hang_s)
+
+        def act(self, obs, deterministic=False):
+            return self._policy.act(obs)
+
+        def update(self, batch):
+            return {}
+
+        def state_dict(self):
+            return {}
+
+        def load_state_dict(self, state):
+            pass
+
+        def policy(self):
+            return self._policy
+
+    @hookimpl
+    def roborl_algorithms():
+        return {"hang_test": HangAlgo}
+    """
+)
+
+
+@pytest.fixture
+def nan_checkpoint(balance_checkpoint: Path, tmp_path: Path) -> Path:
+    """The balance policy with NaN weights: every action it computes is NaN."""
+    from roborl.core.checkpoint import load_checkpoint, save_checkpoint
+
+    ckpt = load_checkpoint(balance_checkpoint)
+    ckpt.pop("path", None)
+    ckpt.pop("format_version", None)
+    for key, value in ckpt["state"]["actor"].items():
+        ckpt["state"]["actor"][key] = torch.full_like(value, float("nan"))
+    path = tmp_path / "nan.pt"
+    save_checkpoint(path, ckpt)
+    return path
+
+
+def _commands(robot: Proc) -> list[dict]:
+    return robot.named("cmd")
+
+
+def _deploy(procs, env, *args: str) -> Proc:
+    return procs(
+        [sys.executable, "-m", "roborl.core.cli", "deploy", "robot=ros2",
+         "robot.connect_timeout_s=60", "rate_hz=50", "duration_s=300", *args],
+        env,
+    )  # fmt: skip
+
+
+def _all_arrived(robot: Proc, done: dict) -> list[dict]:
+    """Wait until the robot has every command deploy reports sent; return them."""
+    robot.wait(lambda: len(_commands(robot)) >= done["commands"], "commands missing", 60)
+    cmds = _commands(robot)
+    assert len(cmds) == done["commands"], (len(cmds), done)
+    return cmds
+
+
+def _start(procs, env, *deploy_args: str, moving: bool = True) -> tuple[Proc, Proc]:
+    robot = procs([sys.executable, str(ROBOT), "--rate", "100"], env)
+    robot.wait_event("ready", START)
+    dep = _deploy(procs, env, *deploy_args)
+    dep.wait_event("deploy_start", START)
+    if moving:  # the policy is commanding the robot (non-hold commands arrive)
+        robot.wait(
+            lambda: sum(c["data"] != HOLD for c in _commands(robot)) >= 20, "no motion", START
+        )
+    else:
+        robot.wait(lambda: len(_commands(robot)) >= 20, "no commands", START)
+    return robot, dep
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_signal_ends_with_the_hold(rclpy_env, procs, balance_checkpoint, sig) -> None:
+    robot, dep = _start(
+        procs, rclpy_env, f"checkpoint={balance_checkpoint}", "robot.safety.max_state_age_s=5"
+    )
+    dep.proc.send_signal(sig)
+    done = dep.wait_event("done", 120)
+    cmds = _all_arrived(robot, done)
+    assert cmds[-1]["data"] == HOLD, cmds[-3:]
+    assert done["estop"] and done["interventions"]["estop"] == 1
+
+
+def test_estop_topic_hold_is_sent_and_nothing_but_holds_follow(
+    rclpy_env, procs, balance_checkpoint
+) -> None:
+    robot, dep = _start(
+        procs, rclpy_env, f"checkpoint={balance_checkpoint}", "robot.safety.max_state_age_s=5"
+    )
+    robot.send("estop")
+    ev = dep.wait_event("estop", 60)
+    assert ev["commands_sent"] - ev["commands_at_estop"] == 1, ev  # the hold alone
+    dep.proc.send_signal(signal.SIGTERM)
+    done = dep.wait_event("done", 120)
+    cmds = _all_arrived(robot, done)
+    after = cmds[ev["commands_at_estop"] :]
+    assert after and all(c["data"] == HOLD for c in after), after
+
+
+def test_stale_state_watchdog_ends_with_the_hold(rclpy_env, procs, balance_checkpoint) -> None:
+    """The robot's JointState stream dies: the state watchdog holds and deploy exits (3)."""
+    robot, dep = _start(procs, rclpy_env, f"checkpoint={balance_checkpoint}")
+    robot.send("mute")
+    assert "state is" in dep.wait_event("watchdog_stop", 60)["cause"]
+    done = dep.wait_event("done", 120)
+    assert done["exit_code"] == 3
+    cmds = _all_arrived(robot, done)
+    assert cmds[-1]["data"] == HOLD, cmds[-3:]
+
+
+def test_nan_policy_only_ever_sends_the_hold(rclpy_env, procs, nan_checkpoint) -> None:
+    robot, dep = _start(
+        procs, rclpy_env, f"checkpoint={nan_checkpoint}", "robot.safety.max_state_age_s=5",
+        moving=False,
+    )  # fmt: skip
+    dep.proc.send_signal(signal.SIGTERM)
+    done = dep.wait_event("done", 120)
+    cmds = _all_arrived(robot, done)
+    assert all(c["data"] == HOLD for c in cmds), [c["data"] for c in cmds if c["data"] != HOLD]
+    assert done["interventions"]["nonfinite"] >= 20
+
+
+def test_hung_policy_is_held_by_the_supervisor_while_it_hangs(rclpy_env, procs, tmp_path) -> None:
+    """The policy hangs for 3 s; the supervisor thread sends the hold after
+    max_policy_time_s (0.5 s) of silence, while the policy is still hung."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "hang_plugin.py").write_text(HANG_PLUGIN)
+    info = site / "hang_plugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: hang-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[roborl.plugins]\nhang_plugin = hang_plugin\n")
+    returned = tmp_path / "returned"
+    env = dict(rclpy_env, PYTHONPATH=str(site), HANG_RETURNED=str(returned))
+    robot, dep = _start(procs, env, "algo=hang_test", "robot.safety.max_state_age_s=5")
+    done = dep.wait_event("done", 120)  # the policy watchdog stops deploy once it returns
+    assert done["exit_code"] == 3
+    assert done["interventions"]["watchdog_supervisor"] >= 1
+    cmds = _all_arrived(robot, done)
+    back = float(returned.read_text())
+    during = [c for c in cmds if c["t"] < back]
+    assert during[-1]["data"] == HOLD, during[-3:]  # held while the policy still hung
+    assert cmds[-1]["data"] == HOLD
+
+
+def test_sigkill_of_deploy_leaves_sim_robot_holding(ros_env, procs, balance_checkpoint) -> None:
+    """A killed deploy sends nothing; sim-robot's command timeout applies the hold."""
+    env = dict(ros_env, OMP_NUM_THREADS="1")
+    env.pop("RMW_IMPLEMENTATION", None)
+    sim = procs(
+        [sys.executable, "-m", "roborl.core.cli", "sim-robot", "env=inverted_pendulum",
+         "rate_hz=25", "duration_s=300"],
+        env,
+    )  # fmt: skip
+    sim.wait_event("sim_robot_start", START)
+    dep = _deploy(procs, env, f"checkpoint={balance_checkpoint}", "rate_hz=25",
+                  "robot.safety.max_state_age_s=5", "on_watchdog=hold")  # fmt: skip
+    dep.wait_event("deploy_start", START)
+    sim.wait(lambda: any(e.get("commands", 0) >= 20 for e in sim.named("status")),
+             "sim-robot got no commands", START)  # fmt: skip
+    assert not sim.named("command_timeout")
+    dep.proc.kill()
+    timeout = sim.wait_event("command_timeout", 60)
+    assert timeout["timeout_s"] == 0.5
