@@ -329,7 +329,14 @@ class Ros2Driver(RobotDriver):
             sec = int(self.time_from_start_s)
             tfs = msgs.Duration(sec, round((self.time_from_start_s - sec) * 1e9))
             point = msgs.JointTrajectoryPoint(positions=a, time_from_start=tfs)
-            msg = msgs.JointTrajectory(joint_names=self.command_joints, points=[point])
+            # Stamped with the node's clock (sim time with use_sim_time): the trajectory
+            # starts when it was commanded, and the controller can tell how old it is.
+            from roborl.robots.transport import now
+
+            header = msgs.Header(stamp=msgs.stamp_now(now(self._transport)))
+            msg = msgs.JointTrajectory(
+                header=header, joint_names=self.command_joints, points=[point]
+            )
         else:
             v = (a + [0.0] * 6)[:6]
             msg = msgs.Twist(linear=msgs.Vector3(*v[:3]), angular=msgs.Vector3(*v[3:]))

@@ -153,7 +153,12 @@ class RobotEnv(gym.Env):
             self._reset_pub = self.driver._transport.publisher(
                 self.reset_cfg.get("topic", "/sim_robot/reset"), msgs.Bool
             )
-        self._next_tick = time.monotonic()
+        # With `use_sim_time` (a ROS parameter of the driver node) steps tick on the node's
+        # clock, i.e. /clock: `rate_hz` per sim second, and no step while the sim stands still.
+        self.sim_time = bool(
+            getattr(getattr(self.driver, "transport", None), "use_sim_time", False)
+        )
+        self._next_tick = self._clock()
         self._steps = 0
         self._obs_handed_at: float | None = None
         self.last_latency_s = 0.0
@@ -205,7 +210,7 @@ class RobotEnv(gym.Env):
         timeout = float(self.reset_cfg.get("timeout_s", 10.0))
         targets = [start + (self._home - start) * (k / steps) for k in range(1, steps + 1)]
         deadline = None
-        self._next_tick = time.monotonic()
+        self._next_tick = self._clock()
         while True:
             target = targets.pop(0) if targets else self._home
             self._wait_tick()
@@ -230,13 +235,32 @@ class RobotEnv(gym.Env):
                     f"{self.commanded_positions().tolist()} (tolerance {tolerance})."
                 )
 
+    def _clock(self) -> float:
+        """The control clock: the node's clock (/clock) with use_sim_time, else monotonic."""
+        if self.sim_time:
+            from roborl.robots.transport import now
+
+            return now(self.driver.transport)
+        return time.monotonic()
+
     def _wait_tick(self) -> None:
         self._next_tick += self.period
-        delay = self._next_tick - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
-        else:
-            self._next_tick = time.monotonic()
+        if not self.sim_time:
+            delay = self._next_tick - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            else:
+                self._next_tick = time.monotonic()
+            return
+        # Sim time: poll the node's clock (it moves only when /clock does). Far behind, or a
+        # clock that jumped back (the sim restarted), restarts the schedule from now.
+        clock = self._clock()
+        if not -self.period <= clock - self._next_tick <= 2 * self.period:
+            self._next_tick = clock
+        while self._clock() < self._next_tick:
+            if self.safety.estopped:
+                return  # step() reports the latch at once rather than wait for the sim
+            time.sleep(0.001)
 
     def _fresh_obs(self, after: float, timeout_s: float) -> Any:
         """The first observation whose JointState (and every camera frame) arrived after
@@ -287,7 +311,7 @@ class RobotEnv(gym.Env):
         obs = self._fresh_obs(time.monotonic(), float(self.cfg["connect_timeout_s"]))
         self.episode.start()
         self._steps = 0
-        self._next_tick = time.monotonic()
+        self._next_tick = self._clock()
         self._obs_handed_at = time.monotonic()
         return obs, {}
 
