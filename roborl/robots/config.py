@@ -93,6 +93,18 @@ class EstopConfig:
 
 
 @dataclass
+class SecurityConfig:
+    """SROS2 (see `roborl.robots.security`): require it, and where its keys are."""
+
+    require: bool = field(
+        default=False,
+        metadata={"help": "start only inside an SROS2 enclave (Enforce); refuse without one"},
+    )
+    keystore: str | None = field(default=None, metadata={"help": "ROS_SECURITY_KEYSTORE"})
+    enclave: str | None = field(default=None, metadata={"help": "the node's enclave path"})
+
+
+@dataclass
 class RobotConfig:
     """`robot=ros2` and its presets. See configs/robot/ros2.yaml for the sim-robot pendulum."""
 
@@ -125,6 +137,14 @@ class RobotConfig:
     qos: dict[str, Any] = field(default_factory=dict, metadata={"help": "per-topic QoS"})
     safety: RobotSafetyConfig = field(default_factory=RobotSafetyConfig)
     estop: EstopConfig = field(default_factory=EstopConfig)
+    security: SecurityConfig = field(default_factory=SecurityConfig)
+    allow_other_commanders: bool = field(
+        default=False,
+        metadata={
+            "help": "start even when another node already publishes on the command topic "
+            "(two commanders on one robot fight; opt out of the check knowingly)"
+        },
+    )
     terminate: dict[str, Any] | None = field(
         default=None, metadata={"help": "{joint, abs_above}: end the episode past a bound"}
     )
@@ -227,7 +247,12 @@ def _known_keys(section: Mapping[str, Any], known: tuple[str, ...], key: str) ->
             )
 
 
-NESTED = {"command": CommandConfig, "safety": RobotSafetyConfig, "estop": EstopConfig}
+NESTED = {
+    "command": CommandConfig,
+    "safety": RobotSafetyConfig,
+    "estop": EstopConfig,
+    "security": SecurityConfig,
+}
 
 
 def _plain(value: Any) -> Any:

@@ -158,6 +158,8 @@ class Ros2Driver(RobotDriver):
         command = dict(cfg["command"])
         self.interface = command["interface"]
         self.estop_clear = cfg["estop"]["clear"]
+        self.security = cfg["security"]
+        self.allow_other_commanders = bool(cfg["allow_other_commanders"])
         self.controller = command.get("controller", "forward_command_controller")
         self.command_joints = list(command.get("joints") or self.joints)
         self.command_topic = (
@@ -229,7 +231,13 @@ class Ros2Driver(RobotDriver):
             if cfg.get("params_file"):
                 ros_args += ["--params-file", str(cfg["params_file"])]
         name = node_name or cfg.get("node_name") or "roborl_driver"
-        cls(cfg)  # the config's own checks first, before any ROS traffic
+        checked = cls(cfg)  # the config's own checks first, before any ROS traffic
+        from roborl.robots.security import apply_security
+        from roborl.robots.transport import rclpy_available
+
+        kind = cfg.get("transport", "auto")
+        kind = ("rclpy" if rclpy_available() else "dds") if kind == "auto" else kind
+        ros_args = [*ros_args, *apply_security(checked.security, kind)]
         transport = make_transport(
             cfg.get("transport", "auto"),
             name,
@@ -281,6 +289,7 @@ class Ros2Driver(RobotDriver):
             with self._lock:
                 ready = self._obs is not None
             if ready and all(f.latest()[0] is not None for f in self.feeds.values()):
+                self._refuse_other_commanders()
                 return
             time.sleep(0.005)
         if not ready:
@@ -297,6 +306,40 @@ class Ros2Driver(RobotDriver):
             f"within {timeout_s}s ({feed.spec.encoding}, {feed.spec.width}x{feed.spec.height} "
             f"expected; a best-effort camera publisher needs the camera's qos: sensor_data).{why}"
         )
+
+    def other_commanders(self) -> list[str]:
+        """Other nodes publishing on the command topic (over rclpy, whose graph lists them)."""
+        node = getattr(self._transport, "node", None)
+        if node is None:
+            return []
+        return sorted(
+            {
+                "a node discovery has not named yet"
+                if info.node_name == "_NODE_NAME_UNKNOWN_"
+                else info.node_namespace.rstrip("/") + "/" + info.node_name
+                for info in node.get_publishers_info_by_topic(self.command_topic)
+                if info.node_name != node.get_name() or info.node_namespace != node.get_namespace()
+            }
+        )
+
+    def _refuse_other_commanders(self, discovery_s: float = 1.0) -> None:
+        """One commander per robot: another node publishing on the command topic (a second
+        deploy, an actor, a teleop tool) is refused at connect unless explicitly allowed.
+        Discovery of the other endpoints can trail the robot's first JointState, so the graph
+        is read for `discovery_s` more; the diagnostics loop keeps checking afterwards."""
+        if getattr(self._transport, "node", None) is None or self.allow_other_commanders:
+            return
+        end = time.monotonic() + discovery_s
+        others = self.other_commanders()
+        while not others and time.monotonic() < end:
+            time.sleep(0.05)
+            others = self.other_commanders()
+        if others:
+            raise RobotError(
+                f"another node already commands this robot: {', '.join(others)} publishes on "
+                f"{self.command_topic!r}. Two commanders on one robot fight each other; stop "
+                "it, or set robot.allow_other_commanders=true knowingly."
+            )
 
     def observation(self) -> tuple[np.ndarray, float]:
         with self._lock:
@@ -493,6 +536,10 @@ class Ros2Driver(RobotDriver):
 
     def _diagnostics_loop(self) -> None:
         while not self._diag_stop.wait(self.diagnostics_period_s):
+            if not self.allow_other_commanders and self._estop_cb is not None:
+                others = self.other_commanders()
+                if others:  # a second commander appeared while running: stop, do not fight
+                    self._estop_cb(f"another node commands this robot: {', '.join(others)}")
             self.publish_diagnostics()
 
     # -- callbacks -----------------------------------------------------------------------------
