@@ -193,7 +193,8 @@ class _Publisher(threading.Thread):
         self.join(10.0)
 
     def run(self) -> None:
-        zmq = sys.modules["zmq"]
+        import zmq
+
         next_beat = time.monotonic()
         try:
             while True:
