@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import tempfile
 import warnings
@@ -15,9 +16,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
-from roborl.core.errors import CheckpointError
+from roborl.core.errors import CheckpointError, DivergedError
 
 FORMAT_VERSION = 1
 REQUIRED_KEYS = (
@@ -74,13 +76,52 @@ def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
 PREVIOUS_NAME = "previous.pt"  # the checkpoint that last.pt replaced, kept as a fallback
 
 
+def first_nonfinite(obj: Any, where: str = "state") -> str | None:
+    """Dotted name of the first tensor, array or float in `obj` holding NaN or inf, else None."""
+    if isinstance(obj, torch.Tensor):
+        if (obj.is_floating_point() or obj.is_complex()) and not bool(torch.isfinite(obj).all()):
+            return where
+        return None
+    if isinstance(obj, float):
+        return None if math.isfinite(obj) else where
+    if isinstance(obj, np.ndarray):
+        if obj.dtype.kind in "fc" and not bool(np.isfinite(obj).all()):
+            return where
+        return None
+    if isinstance(obj, Mapping):
+        items: Any = obj.items()
+    elif isinstance(obj, (list, tuple)):
+        items = enumerate(obj)
+    else:
+        return None
+    for key, value in items:
+        bad = first_nonfinite(value, f"{where}.{key}")
+        if bad is not None:
+            return bad
+    return None
+
+
+def check_finite_state(state: Any, what: str = "checkpoint") -> None:
+    """Refuse (`DivergedError`) an algorithm state with NaN/inf: it must never be saved or pushed."""
+    bad = first_nonfinite(state)
+    if bad is not None:
+        raise DivergedError(
+            f"refusing to write the {what}: the algorithm's {bad} holds NaN or infinity (the "
+            "training diverged). The previous checkpoint is left as it was; lower the learning "
+            "rate, clip gradients or check the rewards and observations, then resume from it."
+        )
+
+
 def save_checkpoint(path: str | os.PathLike[str], payload: Mapping[str, Any]) -> None:
     """Write a checkpoint atomically; `last.pt` keeps the one it replaces as `previous.pt`.
 
-    Temp files a killed writer left behind (`.last.pt.*.tmp`) are removed first: a run
-    directory has one writer, so any such file is stale.
+    A payload whose `state` holds NaN/inf is refused (`DivergedError`) before anything is
+    touched, so a diverged run never overwrites a good `last.pt`. Temp files a killed writer
+    left behind (`.last.pt.*.tmp`) are removed first: a run directory has one writer, so any
+    such file is stale.
     """
     path = Path(path)
+    check_finite_state(payload.get("state"), f"checkpoint {path.name}")
     for stale in path.parent.glob(f".{path.name}.*.tmp"):
         stale.unlink(missing_ok=True)
     buf = io.BytesIO()

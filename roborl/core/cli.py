@@ -25,6 +25,7 @@ from roborl.core.compose import split_overrides
 from roborl.core.config import RunConfig, build_config, rng
 from roborl.core.errors import ConfigError, RoborlError, did_you_mean, missing_extra
 from roborl.core.help import first_line
+from roborl.core.secrets import redact
 
 T = TypeVar("T")
 
@@ -569,10 +570,7 @@ def _eval_checkpoint_free(args: Sequence[str], opts: EvalOptions) -> int:
     report = {
         "checkpoint": None,
         "algo": cfg["algo"]["name"],
-        "algo_config": {  # secrets stay out of eval.json
-            k: ("***" if "api_key" in k and v not in (None, "", "EMPTY") else v)
-            for k, v in cfg["algo"].items()
-        },
+        "algo_config": redact(dict(cfg["algo"])),  # secrets stay out of eval.json
         "env": (cfg.get("env") or {}).get("id"),
         "episodes": episodes,
         "seed": seed,

@@ -51,6 +51,7 @@ from roborl.core.interfaces import Algorithm, Logger
 from roborl.core.lazy_dynamo import defer_dynamo_import
 from roborl.core.obs import check_algorithm_obs
 from roborl.core.run_dir import MetricsWriter, truncate_metrics_after, versions
+from roborl.core.secrets import redact
 from roborl.core.single_vector import SingleEnvVector
 from roborl.core.spaces import space_to_dict
 from roborl.core.video import VIDEO_DIR, EpisodeRecorder, make_recording_env, render_config
@@ -592,11 +593,11 @@ class TrainContext:
         last = None if self._last_eval is None else self._last_eval["return_mean"]
         payload = {
             "algo": self._algo_cls.name,
-            "algo_config": config_to_dict(self._algo_config),
+            "algo_config": redact(config_to_dict(self._algo_config)),
             "observation_space": space_to_dict(algo.observation_space),
             "action_space": space_to_dict(algo.action_space),
             "state": algo.state_dict(),
-            "config": self._cfg,
+            "config": redact(self._cfg),
             "runner": {
                 "format": CHECKPOINT_FORMAT,
                 "step": self._step,
@@ -686,7 +687,7 @@ class TrainContext:
             render_config(self._cfg)  # refuses robot= before the run starts
         for name, options in logger_options(self._cfg.get("logger")):
             cls = self._host.registry.get("loggers", name)
-            self._loggers.append(cls(str(self._run_dir), self._cfg, **options))
+            self._loggers.append(cls(str(self._run_dir), redact(self._cfg), **options))
 
     def _close(self) -> None:
         if self._progress is not None:

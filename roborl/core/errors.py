@@ -24,6 +24,10 @@ class CheckpointError(RoborlError):
     """A checkpoint is missing, truncated, or not a roborl checkpoint."""
 
 
+class DivergedError(CheckpointError):
+    """The algorithm's state holds NaN or infinity: it is not checkpointed, the run stops."""
+
+
 class DatasetError(RoborlError):
     """A dataset is missing a field, has mismatched lengths, wrong shapes or non-finite values."""
 

@@ -34,10 +34,11 @@ from roborl.core.algorithms import (  # re-exported: code written before they mo
 from roborl.core.buffer import ReplayBuffer
 from roborl.core.checkpoint import load_checkpoint
 from roborl.core.context import TrainContext
-from roborl.core.errors import ConfigError
+from roborl.core.errors import ConfigError, DivergedError
 from roborl.core.interfaces import Algorithm
 from roborl.core.plugins import PluginHost
 from roborl.core.run_dir import CONFIG_FILE, git_sha, plot_learning_curve, versions, write_summary
+from roborl.core.secrets import redact
 
 log = logging.getLogger("roborl.run")
 __all__ = [
@@ -133,13 +134,15 @@ class Runner:
         ckpt = load_checkpoint(resume_from) if resume_from else None
         self.ctx = ctx = self._new_context(ckpt)
         if ckpt is None:
-            (self.run_dir / CONFIG_FILE).write_text(OmegaConf.to_yaml(OmegaConf.create(self.cfg)))
+            (self.run_dir / CONFIG_FILE).write_text(
+                OmegaConf.to_yaml(OmegaConf.create(redact(self.cfg)))
+            )
         ctx._open()
         log.info(
             "%s run of algo=%s (loop %s) in %s",
             "resumed" if ckpt else "new", self.algo_cls.name, self.algo_cls.loop, self.run_dir,
         )  # fmt: skip
-        self.host.pm.hook.roborl_run_start(run_dir=str(self.run_dir), config=self.cfg)
+        self.host.pm.hook.roborl_run_start(run_dir=str(self.run_dir), config=redact(self.cfg))
         previous = _install_signal_handlers()
         try:
             loop = self.host.registry.get("loops", self.algo_cls.loop)
@@ -147,6 +150,9 @@ class Runner:
             self.status = "finished"
         except KeyboardInterrupt:
             self.status = "interrupted"
+            raise
+        except DivergedError:  # NaN/inf weights: stop, keep last.pt/previous.pt as they are
+            self.status = "diverged"
             raise
         except BaseException:
             self.status = "crashed"
@@ -159,7 +165,8 @@ class Runner:
     def _finish(self) -> dict[str, Any]:
         ctx = self.ctx
         algo = ctx.algorithm
-        if algo is not None and self.status != "finished" and (ctx.step or ctx.updates):
+        final = self.status not in ("finished", "diverged")
+        if algo is not None and final and (ctx.step or ctx.updates):
             try:
                 ctx.checkpoint(algo, ctx.buffer)
             except Exception as exc:  # the previous checkpoint is intact; keep the real error

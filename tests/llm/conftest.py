@@ -89,7 +89,15 @@ class Server:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def vllm_server(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def vllm_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server | None]:
+    """Started with the session only when a selected test needs it (`openai_url`): a run of
+    the model-free tests (`-k`, one file) does not pay for a vLLM server."""
+    if not any("openai_url" in item.fixturenames for item in request.session.items):
+        yield None
+        return
+    model_dir = request.getfixturevalue("model_dir")
     server = Server(model_dir, tmp_path_factory.mktemp("vllm") / "server.log")
     try:
         yield server
@@ -98,7 +106,8 @@ def vllm_server(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> It
 
 
 @pytest.fixture(scope="session")
-def openai_url(vllm_server: Server) -> str:
+def openai_url(vllm_server: Server | None) -> str:
+    assert vllm_server is not None  # started for every session that has a test using this
     return vllm_server.wait_healthy()
 
 

@@ -80,11 +80,12 @@ def check_valid_batch(policy: LLMPolicy, obs: np.ndarray) -> None:
 
 
 def check_truncated(policy: LLMPolicy, obs: np.ndarray) -> None:
-    """max_tokens=2 cannot hold a JSON action: every reply is malformed and falls back."""
+    """max_tokens=2 cannot hold a JSON action: every reply is malformed and holds (NaN, which
+    the robot safety layer replaces by its hold command), not the centre of [-3, 3]."""
     actions = policy.act(obs)
     assert policy.metrics()["llm/invalid_rate"] == 1.0
     assert all("not JSON" in r for r in policy.last_reasons), policy.last_reasons
-    np.testing.assert_allclose(actions, np.zeros((BATCH, 1)))  # centre of [-3, 3]
+    assert actions.shape == (BATCH, 1) and np.isnan(actions).all()
 
 
 # -- vLLM in-process ----------------------------------------------------------------------------
@@ -164,7 +165,7 @@ def test_silent_server_times_out() -> None:
 def test_stopped_server_times_out_then_recovers(
     openai_url: str, vllm_server: Any, model_dir: Path, tasks: dict
 ) -> None:
-    """SIGSTOP the real server mid-run: the step fails after the timeout; SIGCONT recovers."""
+    """SIGSTOP the real server mid-run: the step holds after the timeout; SIGCONT recovers."""
     env, obs = tasks["discrete"]
     cfg = openai_config(openai_url, model_dir, max_tokens=4, timeout_s=2.0, retries=1)
     cfg.backoff_s = 0.1
@@ -172,9 +173,10 @@ def test_stopped_server_times_out_then_recovers(
     os.kill(vllm_server.proc.pid, signal.SIGSTOP)
     try:
         start = time.monotonic()
-        with pytest.raises(LLMServerError, match=r"did not answer within llm\.timeout_s=2 s"):
-            policy.act(obs)
-        assert time.monotonic() - start < 60
+        actions = policy.act(obs)  # CartPole: the hold of a Discrete space is fallback_index
+        assert time.monotonic() - start < 5  # timeout_s=2 caps retries and backoff too
+        assert list(actions) == [0] * BATCH and policy.n_late == BATCH
+        assert all("did not answer within llm.timeout_s=2 s" in r for r in policy.last_reasons)
     finally:
         os.kill(vllm_server.proc.pid, signal.SIGCONT)
     policy.config.timeout_s = 120.0

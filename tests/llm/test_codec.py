@@ -90,9 +90,37 @@ def test_unsupported_action_space_is_a_config_error() -> None:
         ActionCodec(gym.spaces.MultiBinary(3), LLMConfig())
 
 
+def test_policy_holds_on_invalid_replies_by_default(caplog: pytest.LogCaptureFixture) -> None:
+    """An invalid reply is no command: all NaN, which the robot safety layer holds on."""
+    replies = ['{"action": [0.5, 1.0]}', "", "{oops"]
+    policy = LLMPolicy(OBS, BOX, LLMConfig(), backend=Replies(replies))
+    with caplog.at_level(logging.WARNING, logger="roborl.llm"):
+        actions = policy.act(np.zeros((3, 4)))
+    np.testing.assert_allclose(actions[0], [0.5, 1.0])
+    assert np.isnan(actions[1:]).all()
+    assert policy.n_invalid == 2 and policy.metrics()["llm/invalid_rate"] == pytest.approx(2 / 3)
+    assert sum("rejected" in r.message and "holding" in r.message for r in caplog.records) == 2
+    # a discrete space has no NaN: its hold is llm.fallback_index
+    disc = LLMPolicy(OBS, DISC, LLMConfig(fallback_index=2), backend=Replies(["9"]))
+    assert int(disc.act(np.zeros(4))) == 2 and disc.n_invalid == 1
+
+
+def test_safety_layer_turns_the_hold_into_its_hold_command() -> None:
+    """What deploy/RobotEnv do with the policy's hold: the hold command, counted nonfinite."""
+    from roborl.robots.safety import SafetyConfig, SafetyLayer
+
+    policy = LLMPolicy(OBS, BOX, LLMConfig(), backend=Replies(["nope"]))
+    layer = SafetyLayer(SafetyConfig(low=[-1.0, -0.5], high=[1.0, 2.0]))
+    decision = layer.filter(policy.act(np.zeros(4)), state_age_s=0.0)
+    assert decision is not None and decision.held
+    np.testing.assert_array_equal(decision.command, layer.hold_command())
+    assert layer.interventions["nonfinite"] == 1
+
+
 def test_policy_falls_back_logs_and_counts(caplog: pytest.LogCaptureFixture) -> None:
     replies = ['{"action": [0.5, 1.0]}', "", '{"action": [9, 0]}', "{oops"]
-    policy = LLMPolicy(OBS, BOX, LLMConfig(), backend=Replies(replies))
+    cfg = LLMConfig(on_invalid="fallback")
+    policy = LLMPolicy(OBS, BOX, cfg, backend=Replies(replies))
     with caplog.at_level(logging.WARNING, logger="roborl.llm"):
         actions = policy.act(np.zeros((4, 4)))
     assert actions.shape == (4, 2) and all(BOX.contains(a) for a in actions)

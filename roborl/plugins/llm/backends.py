@@ -4,14 +4,17 @@
   `SamplingParams(structured_outputs=StructuredOutputsParams(json=... | choice=...))` (the
   `guided_*` fields were removed in vLLM 0.12).
 - ``openai``: any OpenAI-compatible server (`vllm serve`, or `python -m
-  vllm.entrypoints.openai.api_server`); structured outputs in the request body, API key,
-  per-request timeout, retries with exponential backoff, and a server version check.
+  vllm.entrypoints.openai.api_server`); structured outputs in the request body, the API key
+  from the environment variable named by ``llm.api_key_env``, retries with exponential backoff
+  inside one deadline (``llm.timeout_s`` caps the whole request; past it the policy step holds),
+  and a server version check.
 - ``transformers``: local greedy generation with token-level constrained decoding.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import time
@@ -21,13 +24,33 @@ from typing import Any
 
 import numpy as np
 
-from roborl.core.errors import ConfigError, RobotError
-from roborl.plugins.llm.policy import ActionCodec, LLMConfig
+from roborl.core.errors import ConfigError
+from roborl.core.secrets import REDACTED
+from roborl.plugins.llm.policy import ActionCodec, LLMConfig, LLMLateError, LLMServerError
 from roborl.plugins.llm.vllm_compat import start_engine
 
+__all__ = ["LLMLateError", "LLMServerError", "OpenAIBackend", "TransformersBackend", "VLLMBackend"]
+log = logging.getLogger("roborl.llm")
 
-class LLMServerError(RobotError):
-    """The LLM server did not answer in time or answered with an error."""
+
+def api_key(config: LLMConfig) -> str:
+    """The API key: `llm.api_key` when given (discouraged), else `$<llm.api_key_env>`, else
+    "EMPTY" (vLLM servers started without --api-key accept any)."""
+    if config.api_key not in ("", "EMPTY", REDACTED):
+        log.warning(
+            "llm.api_key is set in the config; prefer llm.api_key_env=VAR (the key stays in the "
+            "environment). It is redacted from config.yaml, checkpoints and logs either way."
+        )
+        return config.api_key
+    value = os.environ.get(config.api_key_env) if config.api_key_env else None
+    if value:
+        return value
+    if config.api_key == REDACTED:
+        raise ConfigError(
+            "llm.api_key was redacted when this config was saved; set the key in the "
+            f"environment variable llm.api_key_env={config.api_key_env or 'OPENAI_API_KEY'}."
+        )
+    return "EMPTY"
 
 
 def make_backend(config: LLMConfig) -> Any:
@@ -97,19 +120,34 @@ class OpenAIBackend:
     def __init__(self, config: LLMConfig) -> None:
         self.config = config
         self.base_url = config.base_url.rstrip("/")
+        self._api_key = api_key(config)
         self.server_version = self.check_version()
 
     def _request(self, path: str, body: dict[str, Any] | None = None) -> Any:
+        """One request within `llm.timeout_s` in all (attempts, backoff); `LLMLateError` past it.
+
+        Each attempt's socket timeout is the time left, and a reply that completes after the
+        deadline is discarded, so no answer older than `timeout_s` ever becomes an action."""
         cfg = self.config
         url = self.base_url + path
         data = json.dumps(body).encode() if body is not None else None
-        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {cfg.api_key}"}
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {self._api_key}"}
         last: Exception | None = None
+        deadline = time.monotonic() + cfg.timeout_s
+        attempts = 0
         for attempt in range(cfg.retries + 1):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            attempts += 1
             req = urllib.request.Request(url, data=data, headers=headers)
             try:
-                with urllib.request.urlopen(req, timeout=cfg.timeout_s) as resp:
-                    return json.loads(resp.read().decode())
+                with urllib.request.urlopen(req, timeout=left) as resp:
+                    reply = json.loads(resp.read().decode())
+                if time.monotonic() <= deadline:
+                    return reply
+                last = TimeoutError("the reply arrived after the deadline")
+                break
             except urllib.error.HTTPError as exc:
                 detail = exc.read().decode(errors="replace")[:300]
                 if exc.code < 500 and exc.code != 429:
@@ -120,10 +158,10 @@ class OpenAIBackend:
             except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
                 last = exc
             if attempt < cfg.retries:
-                time.sleep(cfg.backoff_s * (2**attempt))
-        raise LLMServerError(
+                time.sleep(max(0.0, min(cfg.backoff_s * (2**attempt), deadline - time.monotonic())))
+        raise LLMLateError(
             f"LLM server {url} did not answer within llm.timeout_s={cfg.timeout_s:g} s after "
-            f"{cfg.retries + 1} attempt(s) (last error: {last!r}); check that the server is up "
+            f"{attempts} attempt(s) (last error: {last!r}); check that the server is up "
             "(llm.base_url) or raise llm.timeout_s / llm.retries."
         )
 

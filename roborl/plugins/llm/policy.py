@@ -3,9 +3,19 @@
 The model never acts through free-text scraping alone: every backend asks for a structured
 reply (a JSON object ``{"action": [...]}`` with per-dimension bounds for a Box action space, one
 of the listed integers for a Discrete one), and every reply is still parsed and validated here.
-A reply that does not parse, has the wrong length, is non-finite or out of bounds, or is empty
-is replaced by the configured fallback action, logged with its reason, and counted in
-``llm/invalid_rate``.
+A reply that does not parse, has the wrong length, is non-finite or out of bounds, or is empty,
+and a request that got no answer within ``llm.timeout_s`` (openai backend: retries and backoff
+included), is logged with its reason, counted in ``llm/invalid_rate`` and replaced according to
+``llm.on_invalid``:
+
+- ``hold`` (default): for a Box action space an all-NaN action. It is not a command: the robot
+  safety layer (`roborl.robots.safety.SafetyLayer.filter`) turns any non-finite action into its
+  configured hold command and counts it (``nonfinite``), so `roborl deploy`, `RobotEnv` and
+  `roborl sim-robot` hold. Without a safety layer (a plain Gymnasium sim env) a NaN action
+  reaches the simulator: use ``fallback`` there. A Discrete space has no NaN; its hold is
+  ``llm.fallback_index``.
+- ``fallback``: the ``llm.fallback`` action (``center`` of the bounds, or ``zeros``), an
+  active command.
 """
 
 from __future__ import annotations
@@ -26,6 +36,15 @@ from roborl.core.errors import ConfigError, RobotError
 from roborl.core.interfaces import Algorithm, Batch, Policy
 
 log = logging.getLogger("roborl.llm")
+
+
+class LLMServerError(RobotError):
+    """The LLM server did not answer in time or answered with an error."""
+
+
+class LLMLateError(LLMServerError):
+    """No usable answer within ``llm.timeout_s``: the policy step holds (``llm.on_invalid``)."""
+
 
 DEFAULT_TEMPLATE = (
     "You control a {task_kind}. {instruction}\n"
@@ -50,12 +69,23 @@ class LLMConfig:
     max_tokens: int = field(default=64, metadata=rng(1, 4096))
     temperature: float = field(default=0.0, metadata=rng(0.0, 5.0))
     decimals: int = field(default=3, metadata=rng(0, 8))
+    on_invalid: str = field(
+        default="hold",
+        metadata={
+            "choices": ["hold", "fallback"],
+            "help": "invalid or late reply: hold (NaN, the safety layer's hold) or fallback",
+        },
+    )
     fallback: str = field(default="center", metadata={"choices": ["center", "zeros", "index"]})
     fallback_index: int = 0
     # openai backend
     base_url: str = "http://127.0.0.1:8000/v1"
-    api_key: str = "EMPTY"
-    timeout_s: float = field(default=30.0, metadata=rng(0.01, 3600.0))
+    api_key_env: str = "OPENAI_API_KEY"  # the key is read from this environment variable
+    api_key: str = field(default="EMPTY", repr=False)  # prefer api_key_env; redacted when saved
+    timeout_s: float = field(
+        default=5.0,
+        metadata=rng(0.01, 3600.0, "cap on one step's request, retries and backoff included"),
+    )
     retries: int = field(default=2, metadata=rng(0, 20))
     backoff_s: float = field(default=0.5, metadata=rng(0.0, 60.0))
     min_server_version: str = "0.12.0"
@@ -134,6 +164,19 @@ class ActionCodec:
             hi = np.where(np.isfinite(self.high), self.high, 0.0)
             a = (lo + hi) / 2.0
         return a.reshape(self.space.shape).astype(self.space.dtype)
+
+    def hold(self) -> np.ndarray:
+        """The action for an invalid or late reply under ``llm.on_invalid=hold``.
+
+        Box: all NaN, which the robot safety layer replaces by its hold command (and counts as
+        ``nonfinite``). Discrete: the ``llm.fallback_index`` choice (an integer has no NaN)."""
+        if self.discrete:
+            return self.fallback()
+        dtype = self.space.dtype if np.issubdtype(self.space.dtype, np.floating) else np.float64
+        return np.full(self.space.shape, np.nan, dtype=dtype)
+
+    def invalid_action(self) -> np.ndarray:
+        return self.hold() if self.config.on_invalid == "hold" else self.fallback()
 
     def parse(self, text: str | None) -> tuple[np.ndarray | None, str]:
         """(action, "") for a valid reply, else (None, reason)."""
@@ -253,6 +296,7 @@ class LLMPolicy(Policy):
         self.histories: list[deque[tuple[np.ndarray, np.ndarray]]] = []
         self.n_replies = 0
         self.n_invalid = 0
+        self.n_late = 0
         self.last_reasons: list[str] = []
         self.last_replies: list[str | None] = []
 
@@ -272,18 +316,21 @@ class LLMPolicy(Policy):
             ]
         return [self.renderer.render(o) for o in obs_batch]
 
-    def decode(self, replies: Sequence[str | None]) -> np.ndarray:
-        """Validated actions for raw replies; invalid ones become the fallback and are counted."""
+    def decode(self, replies: Sequence[str | None], late: str = "") -> np.ndarray:
+        """Validated actions for raw replies; invalid ones (all of them when `late` gives why
+        the answer came too late) hold or fall back (``llm.on_invalid``) and are counted."""
         actions = []
         self.last_reasons = []
         self.last_replies = list(replies)
+        then = "holding" if self.config.on_invalid == "hold" else "using the fallback action"
         for i, text in enumerate(replies):
-            action, reason = self.codec.parse(text)
+            action, reason = (None, late) if late else self.codec.parse(text)
             self.n_replies += 1
             if action is None:
                 self.n_invalid += 1
-                log.warning("llm reply %d rejected: %s; using the fallback action", i, reason)
-                action = self.codec.fallback()
+                self.n_late += bool(late)
+                log.warning("llm reply %d rejected: %s; %s", i, reason, then)
+                action = self.codec.invalid_action()
             self.last_reasons.append(reason)
             actions.append(action)
         return np.stack(actions)
@@ -310,12 +357,16 @@ class LLMPolicy(Policy):
         obs = np.asarray(obs)
         single = self.is_single(obs)
         batch = obs[None] if single else obs
-        replies = self.backend.generate(self.prompts(batch), self.codec)
+        late = ""
+        try:
+            replies = self.backend.generate(self.prompts(batch), self.codec)
+        except LLMLateError as exc:  # no answer within llm.timeout_s: hold, do not crash
+            replies, late = [None] * len(batch), f"late reply ({exc})"
         if len(replies) != len(batch):
             raise RobotError(
                 f"the LLM backend returned {len(replies)} replies for {len(batch)} prompts."
             )
-        actions = self.decode(replies)
+        actions = self.decode(replies, late)
         if self.config.history > 0:
             for i in range(len(batch)):
                 self._history(i).append((batch[i].copy(), actions[i].copy()))
@@ -326,7 +377,11 @@ class LLMPolicy(Policy):
         return self.n_invalid / self.n_replies if self.n_replies else 0.0
 
     def metrics(self) -> dict[str, float]:
-        return {"llm/invalid_rate": self.invalid_rate, "llm/replies": float(self.n_replies)}
+        return {
+            "llm/invalid_rate": self.invalid_rate,
+            "llm/replies": float(self.n_replies),
+            "llm/late_replies": float(self.n_late),
+        }
 
 
 class LLMAlgorithm(Algorithm):
