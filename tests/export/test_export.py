@@ -185,12 +185,85 @@ def test_broken_model_folders_are_one_line_errors(trained: Path, tmp_path: Path)
         algorithm_from_model_dir(host, tmp_path / "m")
 
 
+SECRET = "sk-do-not-publish-123"
+RUN_CONFIG = {
+    "seed": 3,
+    "env": {"id": "InvertedPendulum-v5", "xml_file": "/home/alice/lab/models/pendulum.xml"},
+    "dataset": "C:\\Users\\alice\\data\\d4rl.hdf5",
+    "video_dir": "~/videos/run1",
+    "actor_learner": {"bind": "tcp://10.0.0.5:5555", "keys_dir": "/home/alice/.roborl/keys"},
+    "ray": {"address": "ray://head.lab.example:10001"},
+    "robot": {"name": "ros2", "command_topic": "/arm/commands", "host": "arm-7.lab"},
+    "logger": {"wandb": {"api_key": SECRET, "host": "https://wandb.lab.example"}},
+    "hub_token": SECRET,
+    "callback_url": "http://192.168.1.20:8080/hook",
+    "algo": {"name": "sac", "hidden_sizes": [16, 16]},
+}
+
+
 def _exported(tmp_path: Path) -> Path:
     folder = tmp_path / "m"
     folder.mkdir()
     for name in hub.UPLOADED:
         (folder / name).write_text("x")
+    meta = {"algo": "sac", "algo_config": {"lr": 3e-4, "pretrained": "/srv/ckpt/a.pt"}}
+    (folder / CONFIG_FILE).write_text(json.dumps({**meta, "config": RUN_CONFIG}))
     return folder
+
+
+def test_push_is_private_by_default_and_uploads_a_sanitised_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No absolute path, host, address, secret or robot setting reaches the Hub; the local
+    export keeps its full config."""
+    from huggingface_hub import HfApi, constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setenv("HF_TOKEN", "hf_dummy")
+    folder = _exported(tmp_path)
+    calls: dict[str, dict[str, Any]] = {}
+    uploaded: dict[str, str] = {}
+
+    def create_repo(self: HfApi, **kwargs: Any) -> str:
+        calls["create_repo"] = kwargs
+        return "url"
+
+    def upload_folder(self: HfApi, **kwargs: Any) -> Any:
+        calls["upload_folder"] = kwargs
+        staged = Path(kwargs["folder_path"])
+        uploaded.update({p.name: p.read_text() for p in staged.iterdir()})
+        return type("CommitInfo", (), {"commit_url": "hub/c/1"})()
+
+    monkeypatch.setattr(HfApi, "create_repo", create_repo)
+    monkeypatch.setattr(HfApi, "upload_folder", upload_folder)
+    hub.push(folder, "me/sac-pendulum")
+    assert calls["create_repo"]["private"] is True
+    assert sorted(uploaded) == sorted(hub.UPLOADED)
+    text = uploaded[CONFIG_FILE]
+    for leak in (SECRET, "/home/", "alice\\", "~/", "/srv/", "10.0.0.5", "192.168.", "://",
+                 "lab.example", "arm-7", "/arm/commands", "keys_dir"):  # fmt: skip
+        assert leak not in text, (leak, text)
+    cfg = json.loads(text)["config"]
+    assert cfg["env"] == {"id": "InvertedPendulum-v5", "xml_file": "pendulum.xml"}
+    assert cfg["dataset"] == "d4rl.hdf5" and cfg["video_dir"] == "run1"
+    assert "actor_learner" not in cfg and "ray" not in cfg and cfg["robot"] == {"name": "ros2"}
+    assert cfg["seed"] == 3 and cfg["algo"] == RUN_CONFIG["algo"]
+    assert json.loads(text)["algo_config"] == {"lr": 3e-4, "pretrained": "a.pt"}
+    assert "/home/alice" in (folder / CONFIG_FILE).read_text()  # the local export is whole
+    hub.push(folder, "me/sac-pendulum", private=False)  # publishing is explicit
+    assert calls["create_repo"]["private"] is False
+
+
+def test_card_command_is_sanitised() -> None:
+    from roborl.plugins.export.cli import sanitize_command
+
+    cmd = (
+        "roborl train algo=sac hydra.run.dir=/home/alice/runs/x llm.base_url=http://h:8000/v1 "
+        "actor_learner.bind=0.0.0.0 +logger.wandb.api_key=sk-1 env=hopper"
+    )
+    out = sanitize_command(cmd)
+    assert "/home" not in out and "http" not in out and "0.0.0.0" not in out and "sk-1" not in out
+    assert "hydra.run.dir=x" in out and "algo=sac" in out and "env=hopper" in out
 
 
 def test_push_checks_everything_then_calls_the_hub_once(
@@ -230,5 +303,18 @@ def test_push_checks_everything_then_calls_the_hub_once(
     assert [name for name, _ in calls] == ["create_repo", "upload_folder"]
     assert calls[0][1] == {"repo_id": "me/sac-pendulum", "repo_type": "model", "private": True, "exist_ok": True}  # fmt: skip
     upload = calls[1][1]
-    assert upload["folder_path"] == str(folder) and upload["repo_id"] == "me/sac-pendulum"
+    assert upload["folder_path"] != str(folder) and upload["repo_id"] == "me/sac-pendulum"
     assert sorted(upload["allow_patterns"]) == sorted(hub.UPLOADED)
+
+
+def test_export_refuses_non_finite_weights(trained: Path, tmp_path: Path) -> None:
+    """A checkpoint written before the runner refused NaN weights is not exported or pushed."""
+    from roborl.core.errors import DivergedError
+    from roborl.plugins.export.cli import export
+
+    ckpt = torch.load(trained / "checkpoints" / "last.pt", weights_only=True)
+    ckpt["state"]["log_alpha"] = torch.tensor(float("nan"))
+    torch.save(ckpt, tmp_path / "bad.pt")  # bypasses save_checkpoint's own refusal
+    with pytest.raises(DivergedError, match=r"state\.log_alpha holds NaN"):
+        export(get_host(), str(tmp_path / "bad.pt"), tmp_path / "out", push="me/x")
+    assert not (tmp_path / "out").exists()

@@ -1,9 +1,10 @@
-"""`roborl export checkpoint=PATH out=DIR [push=REPO_ID] [private=true]`."""
+"""`roborl export checkpoint=PATH out=DIR [push=REPO_ID] [private=false]`."""
 
 from __future__ import annotations
 
 import copy
 import json
+import shlex
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +14,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from roborl.core.checkpoint import check_finite_state
 from roborl.core.errors import CheckpointError, ConfigError, RoborlError
 from roborl.core.model_dir import (
     CARD_FILE,
@@ -23,6 +25,7 @@ from roborl.core.model_dir import (
     save_model_dir,
 )
 from roborl.plugins.export.card import final_return, model_card, run_dir_of, training_command
+from roborl.plugins.export.hub import is_host_key, sanitize_value
 
 VERIFY_SAMPLES = 16
 
@@ -39,17 +42,22 @@ class ExportOptions:
         default=None,
         metadata={"help": "Hugging Face Hub repo id (NAMESPACE/NAME) to upload the folder to"},
     )
-    private: bool = field(default=False, metadata={"help": "push= creates a private repo"})
+    private: bool = field(
+        default=True,
+        metadata={"help": "push= creates a private repo; private=false publishes it"},
+    )
 
 
 def export_help() -> str:
     from roborl.core.help import field_lines, section
 
     return (
-        "usage: roborl export checkpoint=PATH out=DIR [push=NAMESPACE/NAME] [private=true]\n\n"
+        "usage: roborl export checkpoint=PATH out=DIR [push=NAMESPACE/NAME] [private=false]\n\n"
         f"Write the checkpoint's policy as {WEIGHTS_FILE} + {CONFIG_FILE} + a model card\n"
         f"({CARD_FILE}) that anyone can load without unpickling: roborl eval model=DIR,\n"
-        "roborl deploy model=DIR. Optimiser state and replay buffers are left out.\n\n"
+        "roborl deploy model=DIR. Optimiser state and replay buffers are left out.\n"
+        "push= uploads to a private repo (private=false: public); the uploaded config.json has\n"
+        "no secrets, absolute paths, hosts or robot/deployment settings.\n\n"
         + section("Keys", field_lines(ExportOptions))
     )
 
@@ -84,8 +92,26 @@ def same_actions(a: Any, b: Any, space: gym.Space, samples: int = VERIFY_SAMPLES
     return True
 
 
+def sanitize_command(command: str | None) -> str | None:
+    """The training command for the card: override values without paths, hosts or secrets."""
+    if command is None:
+        return None
+    from roborl.core.secrets import REDACTED, is_secret_key
+
+    words = []
+    for word in shlex.split(command):
+        key, eq, value = word.partition("=")
+        if eq:
+            leaf = key.lstrip("+~").rsplit(".", 1)[-1]
+            secret = is_secret_key(leaf) or (is_host_key(leaf) and value)
+            value = REDACTED if secret else sanitize_value(value)
+            word = f"{key}={value}"
+        words.append(shlex.quote(word))
+    return " ".join(words)
+
+
 def export(
-    host: Any, checkpoint: str, out: str | Path, push: str | None = None, private: bool = False
+    host: Any, checkpoint: str, out: str | Path, push: str | None = None, private: bool = True
 ) -> dict[str, Any]:
     """Export `checkpoint` to `out` (and push it); returns what was written."""
     from roborl.core.algorithms import algorithm_from_checkpoint
@@ -99,6 +125,7 @@ def export(
             "(or a previous export, which is replaced)."
         )
     algo, ckpt = algorithm_from_checkpoint(host, checkpoint, "cpu")
+    check_finite_state(ckpt["state"], "export")  # never publish diverged weights
     if type(algo).checkpoint_free:
         raise ConfigError(
             f"algo={ckpt['algo']} acts from its config alone (no learned weights to export); "
@@ -140,7 +167,7 @@ def export(
     result = final_return(run_dir, ckpt_path, config, runner.get("step"))
     card = model_card(
         meta,
-        command=training_command(run_dir),
+        command=sanitize_command(training_command(run_dir)),
         result=result,
         summary=summary,
         files=[WEIGHTS_FILE, CONFIG_FILE, CARD_FILE],

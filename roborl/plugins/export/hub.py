@@ -3,18 +3,88 @@
 Uses `huggingface_hub`'s `HfApi` (`create_repo`, then `upload_folder`). Everything before those
 two network calls (the token and offline checks, which files go up, the commit message) is in
 `upload_plan`, so it is tested without a network; the upload itself is not tested here.
+
+The repo is **private** unless `private=false` is given. What goes up is a staged copy of the
+export whose `config.json` is `sanitize`d: secrets redacted, no absolute paths (basenames
+instead), no hosts or addresses (URLs, IPs, `*host`/`*address`/`bind`/`*url` keys), no
+deployment sections (`actor_learner`, `ray`, `hydra`; of `robot` only its name). The local
+export keeps the full config, which `roborl eval model=DIR` may need.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from roborl.core.errors import ConfigError
 from roborl.core.model_dir import CARD_FILE, CONFIG_FILE, WEIGHTS_FILE
+from roborl.core.secrets import REDACTED, redact
 
 UPLOADED = (WEIGHTS_FILE, CONFIG_FILE, CARD_FILE)
+DROPPED_SECTIONS = ("actor_learner", "ray", "hydra")
+_HOST_KEY = re.compile(
+    r"(^|[_.\-])(host|hostname|hosts|address|addr|bind|ip|url|uri|urls|endpoint|connect)$",
+    re.IGNORECASE,
+)
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
+_IPV4 = re.compile(r"\b\d{1,3}(\.\d{1,3}){3}\b")
+_WIN_ABS = re.compile(r"^[A-Za-z]:[\\/]|^\\\\")
+
+
+def is_host_key(key: str) -> bool:
+    return bool(_HOST_KEY.search(key))
+
+
+def sanitize_value(value: str) -> str:
+    """A string without a host (URL, IP) or absolute path (its basename instead)."""
+    if _URL.match(value) or _IPV4.search(value):
+        return REDACTED
+    if value.startswith(("/", "~")):
+        return PurePosixPath(value).name or REDACTED
+    if _WIN_ABS.match(value):
+        return PureWindowsPath(value).name or REDACTED
+    return value
+
+
+def sanitize(obj: Any, key: str | None = None) -> Any:
+    """`obj` (a run's or algorithm's config) fit to publish: see the module docstring."""
+    if isinstance(obj, Mapping):
+        out = {}
+        for k, v in redact(obj).items():
+            if key is None and k in DROPPED_SECTIONS:
+                continue
+            if key is None and k == "robot" and isinstance(v, Mapping):
+                v = {"name": v.get("name")}
+            out[k] = sanitize(v, str(k))
+        return out
+    if isinstance(obj, (list, tuple)):
+        return [sanitize(v, key) for v in obj]
+    if isinstance(obj, str):
+        if key is not None and is_host_key(key) and obj:
+            return REDACTED
+        return sanitize_value(obj)
+    return obj
+
+
+def stage(folder: str | Path, into: str | Path) -> Path:
+    """Copy the export into `into` for upload, its config.json sanitised."""
+    folder, into = Path(folder), Path(into)
+    for name in (WEIGHTS_FILE, CARD_FILE):
+        try:
+            os.link(folder / name, into / name)
+        except OSError:
+            shutil.copy2(folder / name, into / name)
+    meta = json.loads((folder / CONFIG_FILE).read_text())
+    meta["config"] = sanitize(meta.get("config") or {})
+    meta["algo_config"] = sanitize(meta.get("algo_config") or {}, "algo")
+    (into / CONFIG_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+    return into
 
 
 def _hub() -> Any:
@@ -25,7 +95,7 @@ def _hub() -> Any:
     return huggingface_hub
 
 
-def upload_plan(folder: str | Path, repo_id: str, private: bool = False) -> dict[str, Any]:
+def upload_plan(folder: str | Path, repo_id: str, private: bool = True) -> dict[str, Any]:
     """Check that an upload can start and return its arguments (no network used).
 
     Raises ConfigError for a malformed repo id, offline mode, a missing token or a folder
@@ -81,12 +151,14 @@ def upload_plan(folder: str | Path, repo_id: str, private: bool = False) -> dict
 def push(
     folder: str | Path,
     repo_id: str,
-    private: bool = False,
+    private: bool = True,
     api_factory: Callable[[], Any] | None = None,
 ) -> str:
-    """Upload `folder` to `repo_id`; returns the commit URL the Hub reports."""
+    """Upload `folder` (a sanitised copy of it) to `repo_id`; returns the Hub's commit URL."""
     plan = upload_plan(folder, repo_id, private)
     api = (api_factory or _hub().HfApi)()
-    api.create_repo(**plan["create_repo"])
-    info = api.upload_folder(**plan["upload_folder"])
+    with tempfile.TemporaryDirectory(prefix="roborl-push-") as tmp:
+        staged = stage(folder, tmp)
+        api.create_repo(**plan["create_repo"])
+        info = api.upload_folder(**{**plan["upload_folder"], "folder_path": str(staged)})
     return str(getattr(info, "commit_url", info))
