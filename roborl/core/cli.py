@@ -25,7 +25,7 @@ from roborl.core.compose import split_overrides
 from roborl.core.config import RunConfig, build_config, rng
 from roborl.core.errors import ConfigError, RoborlError, did_you_mean, missing_extra
 from roborl.core.help import first_line
-from roborl.core.secrets import redact
+from roborl.core.secrets import redact, redact_hydra_dir
 
 T = TypeVar("T")
 
@@ -215,6 +215,7 @@ def cmd_train(args: list[str]) -> int:
     @hydra.main(config_path="../configs", config_name=PRIMARY, version_base="1.3")
     def train_job(cfg: DictConfig) -> float | None:
         run_dir = HydraConfig.get().runtime.output_dir
+        redact_hydra_dir(run_dir)  # Hydra saved the overrides, secrets included
         try:
             summary = Runner(cfg, run_dir, host).execute()
         except RoborlError as exc:

@@ -10,8 +10,10 @@ hold no secret (`None`, `""`, `"EMPTY"`) are kept so configs stay readable.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 REDACTED = "<redacted>"
@@ -25,6 +27,19 @@ _PLACEHOLDERS = ("", "EMPTY", REDACTED)
 
 def is_secret_key(key: Any) -> bool:
     return isinstance(key, str) and bool(_SECRET_KEY.search(key))
+
+
+_OVERRIDE = re.compile(r"([\w.+~\-/]+)=([^,\s]+)")
+
+
+def redact_overrides(text: str) -> str:
+    """`KEY=VALUE` words (CLI overrides, Hydra's override_dirname) with a secret key redacted."""
+
+    def sub(m: re.Match[str]) -> str:
+        leaf = m.group(1).lstrip("+~").rsplit(".", 1)[-1]
+        return f"{m.group(1)}={REDACTED}" if is_secret_key(leaf) else m.group(0)
+
+    return _OVERRIDE.sub(sub, text) if "=" in text else text
 
 
 def redact(obj: Any) -> Any:
@@ -45,4 +60,18 @@ def redact(obj: Any) -> Any:
         return [redact(v) for v in obj]
     if isinstance(obj, tuple):
         return tuple(redact(v) for v in obj)
+    if isinstance(obj, str):
+        return redact_overrides(obj)
     return obj
+
+
+def redact_hydra_dir(run_dir: str | os.PathLike[str]) -> None:
+    """Redact the files Hydra wrote before the job (`.hydra/config.yaml`, `hydra.yaml`,
+    `overrides.yaml`): a key given as `llm.api_key=...` is in all three."""
+    import yaml
+
+    for path in sorted((Path(run_dir) / ".hydra").glob("*.yaml")):
+        data = yaml.safe_load(path.read_text())
+        clean = redact(data)
+        if clean != data:
+            path.write_text(yaml.safe_dump(clean, sort_keys=False))

@@ -174,3 +174,26 @@ def test_key_never_written(
         assert loaded["algo_config"]["api_key"] == REDACTED
         assert loaded["config"]["algo"]["api_key"] == REDACTED
         assert REDACTED in (run / "config.yaml").read_text()
+
+
+def test_hydra_files_are_redacted(tmp_path: Path) -> None:
+    """`roborl train llm.api_key=...`: Hydra's own record of the overrides is redacted too."""
+    import yaml
+
+    from roborl.core.secrets import redact_hydra_dir
+
+    hydra = tmp_path / ".hydra"
+    hydra.mkdir()
+    overrides = ["algo=llm", f"llm.api_key={SECRET_CFG}", "llm.max_tokens=8"]
+    (hydra / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    (hydra / "config.yaml").write_text(yaml.safe_dump({"algo": {"api_key": SECRET_CFG}}))
+    dirname = ",".join(overrides)
+    (hydra / "hydra.yaml").write_text(
+        yaml.safe_dump({"hydra": {"overrides": {"task": overrides}, "job": {"dirname": dirname}}})
+    )
+    redact_hydra_dir(tmp_path)
+    for path in hydra.iterdir():
+        assert SECRET_CFG not in path.read_text(), path
+    assert yaml.safe_load((hydra / "overrides.yaml").read_text()) == [
+        "algo=llm", f"llm.api_key={REDACTED}", "llm.max_tokens=8",
+    ]  # fmt: skip
