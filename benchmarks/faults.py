@@ -124,11 +124,17 @@ def balance_checkpoint(path: Path, nan: bool = False) -> None:
         if nan:
             for p in algo.actor.parameters():
                 p.fill_(float("nan"))
-    save_checkpoint(path, {
+    from roborl.core.checkpoint import FORMAT_VERSION
+
+    payload = {
         "algo": "sac", "algo_config": config_to_dict(algo.config),
         "observation_space": space_to_dict(obs_space),
         "action_space": space_to_dict(act_space), "state": algo.state_dict(),
-    })  # fmt: skip
+    }  # fmt: skip
+    if nan:  # save_checkpoint refuses non-finite weights (rightly): a faulty file by hand
+        torch.save({"format_version": FORMAT_VERSION, **payload}, path)
+    else:
+        save_checkpoint(path, payload)
 
 
 HANG_PLUGIN = (ROOT / "tests" / "robots" / "test_stop_causes.py").read_text()
