@@ -434,6 +434,10 @@ class _DeployNode:
                     late.append(tick - next_tick)
                 if env.safety.estopped:
                     if not self.reported_estop:
+                        # The latch is set just before its hold goes out, both under the
+                        # output lock: taking it counts that hold in commands_sent.
+                        with env.safety._out_lock:
+                            sent = driver.sent
                         announce(
                             self.transport,
                             logging.ERROR,
@@ -441,7 +445,7 @@ class _DeployNode:
                             cause=env.safety.estop_cause,
                             t=tick - t0,
                             commands_at_estop=env.commands_at_estop,
-                            commands_sent=driver.sent,
+                            commands_sent=sent,
                         )
                         driver.publish_diagnostics()
                         self.reported_estop = True

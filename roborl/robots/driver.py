@@ -205,6 +205,8 @@ class Ros2Driver(RobotDriver):
         self._logged: set[str] = set()
         self.received = 0
         self._estop_cb: Any = None
+        self._take: Callable[[], tuple[Any, float, int]] | None = None
+        self._take_lock = threading.Lock()
         self._publish: Any = None
         self.sent = 0
 
@@ -274,9 +276,16 @@ class Ros2Driver(RobotDriver):
         }[self.interface]
         if self._publish is None:
             self._publish = publisher(t, self.command_topic, kind, self.qos["command"])
-            self._reader = subscribe(
-                t, self.state_topic, msgs.JointState, self._on_state, self.qos["state"]
-            )
+            if hasattr(t, "subscribe_newest"):
+                # rclpy: the state is taken where it is read (`_take_state`), newest only; no
+                # executor work per message, however fast the robot publishes.
+                reader = t.subscribe_newest(self.state_topic, msgs.JointState, self.qos["state"])
+                self._reader = reader
+                self._take = lambda: t.take_newest(reader, msgs.JointState)
+            else:
+                self._reader = subscribe(
+                    t, self.state_topic, msgs.JointState, self._on_state, self.qos["state"]
+                )
             self._estop_reader = subscribe(
                 t, self.estop_topic, msgs.Bool, self._on_estop, self.qos["estop"]
             )
@@ -286,6 +295,7 @@ class Ros2Driver(RobotDriver):
             ]
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
+            self._take_state()
             with self._lock:
                 ready = self._obs is not None
             if ready and all(f.latest()[0] is not None for f in self.feeds.values()):
@@ -342,6 +352,7 @@ class Ros2Driver(RobotDriver):
             )
 
     def observation(self) -> tuple[np.ndarray, float]:
+        self._take_state()
         with self._lock:
             if self._obs is None:
                 raise RobotError("observation() before any valid JointState: call connect().")
@@ -405,6 +416,7 @@ class Ros2Driver(RobotDriver):
             self._transport.close()
             self._transport = None
             self._publish = None
+            self._take = None
 
     # -- the ROS 2 face of the safety layer ----------------------------------------------------
     def serve_safety(
@@ -473,6 +485,7 @@ class Ros2Driver(RobotDriver):
 
     def status(self) -> tuple[int, str, dict[str, Any]]:
         """(level, message, values) of the safety layer for /diagnostics (0 OK, 1 WARN, 2 ERROR)."""
+        self._take_state()
         safety = self._safety
         counts = dict(safety.interventions) if safety is not None else {}
         values: dict[str, Any] = {
@@ -551,8 +564,21 @@ class Ros2Driver(RobotDriver):
         if msg.data and self._estop_cb is not None:
             self._estop_cb(f"e-stop message on {self.estop_topic}")
 
-    def _on_state(self, msg: msgs.JointState) -> None:
-        now = time.monotonic()
+    def _take_state(self) -> None:
+        """Over rclpy, take the JointStates that arrived since the last read and parse the
+        newest (the one read now): `received` counts them all when it is valid, `rejected`
+        counts it when not (older ones are skipped unparsed). Its arrival time is the
+        middleware's reception timestamp, so the state age is the same as with a callback."""
+        take = self._take
+        if take is None:
+            return
+        with self._take_lock:  # one taker at a time: an older message never overwrites a newer
+            msg, age, count = take()
+            if msg is not None:
+                self._on_state(msg, time.monotonic() - age, count)
+
+    def _on_state(self, msg: msgs.JointState, arrived: float | None = None, count: int = 1) -> None:
+        now = time.monotonic() if arrived is None else arrived
         try:
             obs = parse_joint_state(msg, self.joints, self.fields)
         except RobotError as exc:
@@ -565,4 +591,4 @@ class Ros2Driver(RobotDriver):
         with self._lock:
             self._obs = obs
             self._stamp = now
-            self.received += 1
+            self.received += count

@@ -158,6 +158,8 @@ class RobotEnv(gym.Env):
         self.sim_time = bool(
             getattr(getattr(self.driver, "transport", None), "use_sim_time", False)
         )
+        if self.sim_time:  # the supervisor too: a paused simulation is not a hung policy
+            self.safety.clock = self._clock
         self._next_tick = self._clock()
         self._steps = 0
         self._obs_handed_at: float | None = None

@@ -6,8 +6,10 @@ stays in charge) and one node, spun by a `SingleThreadedExecutor` on a daemon th
 control loops (deploy's tick, `RobotEnv.step`) run on threads of their own and only read what
 the callbacks stored. rclpy's executors are Python: the 4-thread `MultiThreadedExecutor` took
 the GIL from the control loop (a deploy at 50 Hz against a plain robot publishing JointState at
-200 Hz achieved 5 Hz with obs->cmd p99 1.3 s), one thread keeps up with 1 kHz JointState
-(`benchmarks/results/control_loop_peer.md`). A lifecycle node needs no thread pool either:
+200 Hz achieved 5 Hz with obs->cmd p99 1.3 s). The robot's JointState does not go through
+the executor at all: the driver takes the newest message itself when it reads the state
+(`subscribe_newest` / `take_newest`), so a robot publishing at 1 kHz costs the executor
+nothing (`benchmarks/results/control_loop_peer.md`). A lifecycle node needs no thread pool:
 its transitions requested over `~/change_state` run on a worker thread that answers the
 service when done (`_defer`, as for roborl's own services), so a transition that waits for other callbacks
 (configure waits for the robot's first JointState) never blocks the executor that delivers
@@ -25,7 +27,9 @@ from __future__ import annotations
 import array
 import importlib
 import logging
+import math
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -328,6 +332,65 @@ class RclpyTransport:
             self._qos(qos, f"qos of {name}"),
             qos_overriding_options=QoSOverridingOptions.with_default_policies(),
         )
+
+    def subscribe_newest(self, name: str, msg_type: type, qos: Any = "default") -> Any:
+        """A subscription the executor never services: its owner takes what arrived, when it
+        wants it, with `take_newest` (the control tick reads the newest JointState itself).
+
+        Through the executor every message costs a pass of rclpy's Python loop (wait set,
+        task, callback) on the executor thread, which competes for the GIL with the control
+        loop: at 1 kHz JointState, deploy over rclpy spent about 30% of a core more than over
+        raw DDS, and the newest state's age at the tick reached p99 3.7 ms (0.9 ms over DDS)
+        because the messages came through in bursts (`benchmarks/results/control_loop_peer.md`).
+        Taken at the tick, they cost a raw take each (about 25 us) and only the newest is
+        deserialised and converted."""
+        from rclpy.callback_groups import CallbackGroup
+        from rclpy.qos_overriding_options import QoSOverridingOptions
+
+        class Untended(CallbackGroup):
+            """Entities no executor waits on or runs."""
+
+            def can_execute(self, entity: Any) -> bool:
+                return False
+
+            def beginning_execution(self, entity: Any) -> bool:
+                return False
+
+            def ending_execution(self, entity: Any) -> None:
+                pass
+
+        return self.node.create_subscription(
+            self._ros_type(msg_type),
+            name,
+            lambda m: None,
+            self._qos(qos, f"qos of {name}"),
+            callback_group=Untended(),
+            qos_overriding_options=QoSOverridingOptions.with_default_policies(),
+            raw=True,
+        )
+
+    def take_newest(self, sub: Any, msg_type: type) -> tuple[Any, float, int]:
+        """Take every message waiting on `sub` (from `subscribe_newest`): (the newest as a
+        `msg_type` dataclass or None, seconds since it was received, how many were taken).
+        Its age comes from the middleware's reception timestamp (the system clock)."""
+        from rclpy.serialization import deserialize_message
+
+        newest, count = None, 0
+        try:
+            with sub.handle:
+                while True:
+                    got = sub.handle.take_message(sub.msg_type, True)
+                    if got is None:
+                        break
+                    newest, count = got, count + 1
+        except Exception:  # the node is being destroyed (InvalidHandle): nothing to take
+            return None, math.inf, 0
+        if newest is None:
+            return None, math.inf, 0
+        raw, info = newest
+        received = int(info.get("received_timestamp") or 0)
+        age = max(0.0, time.time() - received * 1e-9) if received else 0.0
+        return self._from_ros(msg_type, deserialize_message(raw, sub.msg_type)), age, count
 
     def matched(self, handle: Any) -> int:
         return handle.get_publisher_count() if hasattr(handle, "get_publisher_count") else 1
