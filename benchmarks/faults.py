@@ -143,7 +143,7 @@ HANG_PLUGIN = HANG_PLUGIN.split('HANG_PLUGIN = textwrap.dedent(\n    """')[1].sp
 
 def run_fault(fault: str, tmp: Path, env: dict[str, str]) -> dict:
     """One fault against a fresh robot and deploy; returns the row."""
-    robot = Proc([sys.executable, str(ROBOT), "--rate", "100"], env)
+    robot = Proc([sys.executable, str(ROBOT), "--rate", "100", "--clamp", "1e6"], env)
     robot.wait(lambda: robot.named("ready"))
     ckpt = tmp / ("nan.pt" if fault == "nan_policy" else "balance.pt")
     deploy_env = dict(env)
@@ -246,12 +246,12 @@ def sigkill_sim_robot(env: dict[str, str], tmp: Path) -> dict:
 def learner_killed(env: dict[str, str], tmp: Path) -> dict:
     """collector=actor_learner: SIGKILL the learner; its spawned actor, beside the robot,
     must hold and stop after actor_learner.learner_timeout_s (5 s) without the learner."""
-    robot = Proc([sys.executable, str(ROBOT), "--rate", "100"], env)
+    robot = Proc([sys.executable, str(ROBOT), "--rate", "100", "--clamp", "1e6"], env)
     robot.wait(lambda: robot.named("ready"))
     learner = Proc([sys.executable, "-m", "roborl.core.cli", "train", "algo=sac", "robot=ros2",
                     "collector=actor_learner", "total_steps=100000", "learning_starts=200",
                     "robot.connect_timeout_s=60", "robot.safety.max_state_age_s=5",
-                    "robot.terminate=null", "robot.reset.mode=wait", "progress=false",
+                    "robot.terminate=null", "robot.reset.mode=wait", "progress=false", "eval_every=0",
                     f"hydra.run.dir={tmp / 'learner_run'}", "actor_learner.port=5771"],
                    env)  # fmt: skip
     cmds = lambda: robot.named("cmd")  # noqa: E731
