@@ -266,18 +266,16 @@ class _DeployNode:
         """Run the policy on the robot's current observation before any command, so lazy
         initialisation (torch's first-call kernel selection, an LLM engine's first request)
         happens here and the first tick is as fast as the rest: a cold first call took 1.2 s
-        against a plain rclpy robot, past the default `max_policy_time_s`. Twice: the second
-        call is the one a tick pays; both durations go into the stats (`warmup_ms`)."""
+        against a plain rclpy robot, past the default `max_policy_time_s`. Once (an LLM call
+        costs seconds); its duration goes into the stats (`warmup_ms`)."""
         from roborl.robots.env import read_observation
 
         obs, _, _ = read_observation(self.driver)
         if not isinstance(obs, dict):
             obs = obs.astype(np.float32)
-        self.warmup_ms = []
-        for _ in range(2):
-            start = time.monotonic()
-            self.policy.act(obs)
-            self.warmup_ms.append((time.monotonic() - start) * 1e3)
+        start = time.monotonic()
+        self.policy.act(obs)
+        self.warmup_ms = [(time.monotonic() - start) * 1e3]
 
     def _on_activate(self) -> bool:
         with self.lock:

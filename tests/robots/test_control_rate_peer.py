@@ -9,9 +9,12 @@ control loop: at 200 Hz JointState, 50 Hz deploy achieved 5 Hz and the watchdog 
 This is the one test with a timing assertion (the issue asks for it; the project's rule is
 otherwise "no timing assertions in tests"). The margin is made robust to a loaded 2-core machine
 (`pytest -n 2`): it counts the ticks deploy reports in its `done` statistics over its 20 s
-(no clock comparison between processes), asks for 95% of them, and uses the default watchdogs
-(`max_policy_time_s` 0.5 s, `max_state_age_s` 0.25 s) with `on_watchdog=exit`, so any
-watchdog stop fails the run with exit code 3.
+(no clock comparison between processes), asks for 95% of them, and keeps the default
+`max_policy_time_s` (0.5 s: a control loop starved of the GIL trips it) with
+`on_watchdog=exit`, so any watchdog stop fails the run with exit code 3. The stale-state
+watchdog is set to 1 s: it judges the robot's stream, and the peer is a Python process that
+a loaded machine can stall past the default 0.25 s (seen once in a full `tests/robots` run
+beside the LLM tests), which says nothing about deploy's loop.
 """
 
 from __future__ import annotations
@@ -115,6 +118,7 @@ def test_deploy_keeps_50hz_against_a_500hz_joint_state_robot(
             "robot=ros2",
             "robot.transport=rclpy",
             "robot.connect_timeout_s=90",
+            "robot.safety.max_state_age_s=1.0",
             "rate_hz=50",
             "duration_s=20",
         ],
@@ -123,10 +127,11 @@ def test_deploy_keeps_50hz_against_a_500hz_joint_state_robot(
     started.append(dep)
     assert dep.wait_event("deploy_start", START)["managed"] is True
     done = dep.wait_event("done", 120)
-    assert dep.proc.wait(timeout=60) == 0, dep.stderr()[-3000:]
-    assert not [e for e in dep.events if e.get("event") == "watchdog_stop"], dep.events
+    stops = [e for e in dep.events if e.get("event") == "watchdog_stop"]
+    assert not stops, (stops, done)
     watchdog = {k: v for k, v in done["interventions"].items() if "watchdog" in k}
     assert not watchdog, done
+    assert dep.proc.wait(timeout=60) == 0, dep.stderr()[-3000:]
     # 20 s at 50 Hz is 1000 ticks; 95% of them, each a command the robot was sent.
     assert done["ticks"] >= 950, done
     assert done["commands"] >= 950, done
@@ -134,7 +139,7 @@ def test_deploy_keeps_50hz_against_a_500hz_joint_state_robot(
     robot.proc.terminate()
     summary = robot.wait_event("summary", 60)
     assert summary["commands"] >= 950, summary
-    assert done["warmup_ms"] and len(done["warmup_ms"]) == 2, done
+    assert len(done["warmup_ms"]) == 1, done  # the policy ran once before the first tick
 
 
 # A robot whose world clock the test controls, for the train driver under use_sim_time:
