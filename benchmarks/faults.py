@@ -88,6 +88,11 @@ class Proc:
         self.proc.stdin.flush()
 
     def stop(self) -> None:
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            try:  # stop_robot.py ends on EOF (rclpy catches SIGTERM for its own shutdown)
+                self.proc.stdin.close()
+            except OSError:
+                pass
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
