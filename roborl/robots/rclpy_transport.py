@@ -219,7 +219,9 @@ class RclpyTransport:
             ) from None
         # One executor thread for every node, the lifecycle one included (see the module
         # docstring): rclpy's Python MultiThreadedExecutor (4 threads) held the GIL long
-        # enough to stall the node's own control loop by up to ~1 s.
+        # enough to stall the node's own control loop by up to ~1 s. rclpy 9.1.2's
+        # `rclpy.experimental.EventsExecutor`, tried for deploy, hung at ~100% CPU before the
+        # node's first event (not investigated further: one Python thread is enough here).
         self._executor = SingleThreadedExecutor(context=self._context)
         self._executor.add_node(self.node)
         self._thread = threading.Thread(
