@@ -160,7 +160,7 @@ class Ros2Driver(RobotDriver):
         self.estop_clear = cfg["estop"]["clear"]
         self.security = cfg["security"]
         self.allow_other_commanders = bool(cfg["allow_other_commanders"])
-        self.controller = command.get("controller", "forward_command_controller")
+        self.controller = command["controller"]
         self.command_joints = list(command.get("joints") or self.joints)
         self.command_topic = (
             command.get("topic")
@@ -178,8 +178,8 @@ class Ros2Driver(RobotDriver):
             raise ConfigError(
                 f"robot.command.time_from_start_s={tfs!r} must be > 0 (null: one control period)."
             )
-        self.state_topic = cfg.get("state_topic", "/joint_states")
-        self.estop_topic = cfg.get("estop_topic", "/estop")
+        self.state_topic = cfg["state_topic"]
+        self.estop_topic = cfg["estop_topic"]
         qos = dict(cfg.get("qos") or {})
         bad_qos = [k for k in qos if k not in QOS_TOPICS]
         if bad_qos:
@@ -189,8 +189,8 @@ class Ros2Driver(RobotDriver):
         self.feeds = {c.name: CameraFeed(c) for c in self.cameras}
         self.diagnostics_period_s = float(cfg["diagnostics_period_s"])
         self.name = str(cfg.get("name") or "robot")
-        self.node_name = cfg.get("node_name", "roborl_driver")
-        self._transport_kind = cfg.get("transport", "auto")
+        self.node_name = cfg["node_name"]
+        self._transport_kind = cfg["transport"]
         self._transport = transport
         self._diag_stop = threading.Event()
         self._diag_thread: threading.Thread | None = None

@@ -87,8 +87,8 @@ class RobotEnv(gym.Env):
         self.period = 1.0 / self.rate_hz
         s = dict(self.cfg.get("safety") or {})
         n_cmd = len(self.driver.command_joints)
-        low = s.get("low", [-1.0] * n_cmd)
-        high = s.get("high", [1.0] * n_cmd)
+        low = s["low"]  # filled per commanded joint by RobotConfig
+        high = s["high"]
         self.safety = SafetyLayer(
             SafetyConfig(
                 low=[float(x) for x in low],
