@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,24 +22,11 @@ import numpy as np
 import pytest
 
 from roborl.core.checkpoint import load_checkpoint
+from roborl.robots.processes import free_port_pair
 
 pytestmark = pytest.mark.serial
 
 RATE_HZ = 50
-
-
-def _free_port() -> int:
-    """A port pair (p, p+1) that is free on loopback now."""
-    for _ in range(50):
-        with socket.socket() as a, socket.socket() as b:
-            a.bind(("127.0.0.1", 0))
-            port = a.getsockname()[1]
-            try:
-                b.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port pair")
 
 
 def _train_args(run_dir: Path, port: int, total: int, **extra: str) -> list[str]:
@@ -137,7 +123,7 @@ def test_actor_learner_end_to_end(ros_env, nodes, tmp_path) -> None:
     err = tmp_path / "learner.err"
     with open(err, "w") as err_file:  # a file, not a pipe nobody drains while it runs
         learner = subprocess.Popen(
-            _train_args(run_dir, _free_port(), 100_000),
+            _train_args(run_dir, free_port_pair(), 100_000),
             env=ros_env, stdout=subprocess.DEVNULL, stderr=err_file,
         )  # fmt: skip
     stats = run_dir / "actor" / "actor_stats.jsonl"  # the actor's own log

@@ -37,6 +37,7 @@ from roborl.robots.actor_learner.learner import (
     learner_spaces,
 )
 from roborl.robots.env import RobotEnv
+from roborl.robots.processes import free_port_pair
 
 ROBOT = {
     "name": "ros2",
@@ -50,20 +51,6 @@ ROBOT = {
     "reset": {"mode": "wait", "wait_s": 0.0},
 }
 HANG_GUARD_S = 60.0
-
-
-def _free_port() -> int:
-    """A port pair (p, p+1) free on loopback now."""
-    for _ in range(50):
-        with socket.socket() as a, socket.socket() as b:
-            a.bind(("127.0.0.1", 0))
-            port = a.getsockname()[1]
-            try:
-                b.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port pair")
 
 
 def _wait(predicate, what: str, timeout: float = HANG_GUARD_S) -> None:
@@ -137,7 +124,7 @@ def test_rogue_peers_get_nothing_in_and_no_weights_out(tmp_path: Path) -> None:
     knowing the learner's public key) is refused by the ZAP handler, and both are counted."""
     learner_dir, actor_dir = keyring.make_keys(tmp_path / "keys")
     actor_keys = keyring.load_side(actor_dir, keyring.ACTOR, "keys")
-    port = _free_port()
+    port = free_port_pair()
     push_at, pub_at = f"tcp://127.0.0.1:{port}", f"tcp://127.0.0.1:{port + 1}"
     zctx = zmq.Context()
     actor_push = _peer(zctx, zmq.PUSH, push_at, side=actor_keys)
@@ -214,7 +201,7 @@ def test_spawned_actor_keys_are_ephemeral_private_and_pinned(tmp_path: Path) -> 
 def test_non_loopback_bind_without_keys_is_refused(tmp_path: Path, bind: str) -> None:
     """One paragraph naming the bind address, the missing key and how to make keys; nothing
     is bound (the port stays free)."""
-    port = _free_port()
+    port = free_port_pair()
     with pytest.raises(ConfigError) as info:
         ActorLearnerCollector(_ctx(tmp_path, port=port, bind=bind))
     message = str(info.value)
@@ -295,7 +282,7 @@ def test_a_thousand_bad_frames_leave_the_learner_running_with_exact_counters(
     messages += [[wire.CHUNK, rng.bytes(limit + 1000)] for _ in range(3)]
     messages.append([wire.CHUNK, wire.encode_chunk(_chunk(reward=2.0), 3)])
     valid += 4
-    port = _free_port()
+    port = free_port_pair()
     zctx = zmq.Context()
     push = zctx.socket(zmq.PUSH)
     push.setsockopt(zmq.SNDHWM, 0)  # queue everything: sends never wait for the learner
@@ -343,7 +330,7 @@ def test_a_thousand_bad_frames_leave_the_learner_running_with_exact_counters(
 def test_spaces_come_from_the_learner_config_not_the_first_message(tmp_path: Path) -> None:
     """A first status describing other spaces changes nothing: it is dropped as `shape`, and
     the learner keeps the spaces its robot config gives."""
-    port = _free_port()
+    port = free_port_pair()
     zctx = zmq.Context()
     push = _peer(zctx, zmq.PUSH, f"tcp://127.0.0.1:{port}")
     other = wire.spaces_record(*_spaces())
@@ -419,7 +406,7 @@ def test_actor_refuses_nan_weights_and_holds_when_the_learner_goes_silent(tmp_pa
         original_hold()
 
     env.hold = recording_hold
-    port = _free_port()
+    port = free_port_pair()
     cfg = {
         "robot": ROBOT,
         "algo": {"name": "sac", "hidden_sizes": [8, 8]},
@@ -526,7 +513,7 @@ def test_cli_makes_keys_and_train_refuses_an_open_bind_without_them(tmp_path: Pa
     refused = _cli(
         "train", "algo=sac", "robot=ros2", "collector=actor_learner", "eval_every=0",
         "actor_learner.bind=0.0.0.0", "actor_learner.spawn=false",
-        f"actor_learner.port={_free_port()}", f"hydra.run.dir={tmp_path / 'run'}",
+        f"actor_learner.port={free_port_pair()}", f"hydra.run.dir={tmp_path / 'run'}",
     )  # fmt: skip
     assert refused.returncode == 2, refused.stderr[-2000:]
     assert "actor_learner.bind='0.0.0.0'" in refused.stderr

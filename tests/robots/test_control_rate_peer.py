@@ -19,73 +19,22 @@ beside the LLM tests), which says nothing about deploy's loop.
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 import textwrap
 import threading
-import time
 from pathlib import Path
 
 import pytest
+
+from roborl.robots.processes import EventProcess
 
 START = 120.0
 ROBOT = Path(__file__).resolve().parents[2] / "benchmarks" / "peers" / "joint_state_robot.py"
 
 
-class _Proc:
-    """A subprocess whose JSON stdout lines are collected by a thread."""
-
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen(
-            args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        self.events: list[dict] = []
-        self._err: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-        threading.Thread(target=lambda: self._err.extend(self.proc.stderr), daemon=True).start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            if line.startswith("{"):
-                try:
-                    self.events.append(json.loads(line))
-                except json.JSONDecodeError:
-                    pass
-
-    def wait_event(self, name: str, timeout: float) -> dict:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = [e for e in self.events if e.get("event") == name]
-            if found:
-                return found[0]
-            if self.proc.poll() is not None:
-                time.sleep(0.3)  # let the reader drain
-                found = [e for e in self.events if e.get("event") == name]
-                if found:
-                    return found[0]
-                break
-            time.sleep(0.05)
-        raise AssertionError(
-            f"no {name!r} event; events={self.events[-10:]} stderr={self.stderr()[-3000:]}"
-        )
-
-    def stderr(self) -> str:
-        return "".join(self._err)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
 @pytest.fixture
 def started():
-    procs: list[_Proc] = []
+    procs: list[EventProcess] = []
     yield procs
     for p in procs:
         p.stop()
@@ -105,10 +54,10 @@ def test_deploy_keeps_50hz_against_a_500hz_joint_state_robot(
     peer_env, started, balance_checkpoint
 ) -> None:
     pytest.importorskip("rclpy")
-    robot = _Proc([sys.executable, str(ROBOT), "--rate", "500"], peer_env)
+    robot = EventProcess([sys.executable, str(ROBOT), "--rate", "500"], peer_env)
     started.append(robot)
     robot.wait_event("ready", START)
-    dep = _Proc(
+    dep = EventProcess(
         [
             sys.executable,
             "-m",
@@ -221,7 +170,7 @@ def test_train_driver_ticks_on_clock_and_stamps_trajectories(peer_env, started) 
     from roborl.core.plugins import get_host
     from roborl.robots.config import robot_preset
 
-    robot = _Proc([sys.executable, "-c", CLOCK_ROBOT], peer_env)
+    robot = EventProcess([sys.executable, "-c", CLOCK_ROBOT], peer_env)
     started.append(robot)
     robot.wait_event("ready", START)
     cfg = OmegaConf.create(robot_preset("ros2"))

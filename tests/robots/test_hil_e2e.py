@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ import pytest
 
 from roborl.core.checkpoint import load_checkpoint
 from roborl.core.datasets import OfflineDataset
+from roborl.robots.processes import free_port_pair
 
 pytestmark = pytest.mark.serial
 
@@ -33,20 +33,6 @@ RATE_HZ = 10  # RoborlTabletop's real time (dt = 0.1 s)
 PX = 32
 START = 90.0  # process start-up on a loaded 2-core machine takes tens of seconds
 JOINTS = "[gx,gy,red_x,red_y]"  # the buffer's states show where the block is
-
-
-def _free_port() -> int:
-    """A port pair (p, p+1) that is free on loopback now."""
-    for _ in range(50):
-        with socket.socket() as a, socket.socket() as b:
-            a.bind(("127.0.0.1", 0))
-            port = a.getsockname()[1]
-            try:
-                b.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port pair")
 
 
 def _demos(path: Path, n: int = 32) -> Path:
@@ -173,7 +159,7 @@ def test_scripted_human_corrections_reach_the_learner_at_the_control_rate(
     err = tmp_path / "learner.err"
     with open(err, "w") as err_file:  # a file, not a pipe nobody drains while it runs
         learner = subprocess.Popen(
-            _train_args(run_dir, demos, _free_port()),
+            _train_args(run_dir, demos, free_port_pair()),
             env=ros_env, stdout=subprocess.DEVNULL, stderr=err_file,
         )  # fmt: skip
     received = run_dir / "actor" / "metrics.jsonl"  # the actor's statuses at the learner

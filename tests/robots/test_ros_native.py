@@ -10,15 +10,14 @@ assertion is about timing.
 from __future__ import annotations
 
 import itertools
-import json
-import subprocess
 import sys
 import textwrap
-import threading
 import time
 from pathlib import Path
 
 import pytest
+
+from roborl.robots.processes import EventProcess as Proc
 
 START = 120.0  # node start-up on a loaded 2-core machine can take tens of seconds
 
@@ -96,7 +95,7 @@ CONTROLLER = PRELUDE + textwrap.dedent(
     """
 )
 
-# A robot for `roborl deploy`: publishes JointState at 50 Hz, counts the commands it gets,
+# A robot for `roborl deploy`: publishes JointState at 100 Hz, counts the commands it gets,
 # and runs one scenario against the deploy node. argv: scenario, command topic, deploy node.
 ROBOT = PRELUDE + textwrap.dedent(
     """
@@ -126,15 +125,9 @@ ROBOT = PRELUDE + textwrap.dedent(
         while True:
             msg = JointState(name=["slider", "hinge"], position=[0.0, 0.05], velocity=[0.0, 0.0])
             states.publish(msg)
-            time.sleep(0.02)
+            time.sleep(0.01)
 
     threading.Thread(target=publish_states, daemon=True).start()
-
-    def settle_then_count(seconds=1.5):
-        time.sleep(seconds)  # commands published before the change may still be in flight
-        first = len(commands)
-        time.sleep(seconds)
-        return first, len(commands)
 
     def transition(client, tid):
         return call(client, ChangeState.Request(transition=Transition(id=tid))).success
@@ -176,7 +169,16 @@ ROBOT = PRELUDE + textwrap.dedent(
     elif scenario == "lifecycle":
         get_state = node.create_client(GetState, deploy + "/get_state")
         change = node.create_client(ChangeState, deploy + "/change_state")
-        out(event="state", label=call(get_state, GetState.Request()).current_state.label)
+
+        def label():
+            return call(get_state, GetState.Request()).current_state.label
+
+        def held():
+            # Deploy reports it is disabled and every command it sent has arrived.
+            v = diagnostics.get("values", {})
+            return v.get("enabled") == "false" and v.get("commands_sent") == str(len(commands))
+
+        out(event="state", label=label())
         time.sleep(2.0)
         out(event="unconfigured", n=len(commands))
         out(event="configure", success=transition(change, Transition.TRANSITION_CONFIGURE))
@@ -184,9 +186,22 @@ ROBOT = PRELUDE + textwrap.dedent(
         out(event="inactive", n=len(commands))
         out(event="activate", success=transition(change, Transition.TRANSITION_ACTIVATE),
             commanding=wait(lambda: len(commands) >= 10, 60))
-        out(event="deactivate", success=transition(change, Transition.TRANSITION_DEACTIVATE),
-            counts=settle_then_count(),
-            label=call(get_state, GetState.Request()).current_state.label)
+        ok = transition(change, Transition.TRANSITION_DEACTIVATE)
+        out(event="deactivate", success=ok, held=wait(held, 60), n=len(commands),
+            last=commands[-1], label=label())
+        n = len(commands)
+        ok = transition(change, Transition.TRANSITION_CLEANUP)
+        out(event="cleanup", success=ok, label=label(), after=commands[n:])
+        transition(change, Transition.TRANSITION_CONFIGURE)
+        n = len(commands)
+        ok = transition(change, Transition.TRANSITION_ACTIVATE)
+        out(event="reactivate", success=ok,
+            resumed=wait(lambda: any(c != [0.0] for c in commands[n:]), 60))
+        ok = transition(change, Transition.TRANSITION_ACTIVE_SHUTDOWN)
+        out(event="shutdown", success=ok)
+        expected = int(sys.stdin.readline())  # deploy's own count, from its `done` event
+        wait(lambda: len(commands) >= expected, 60)
+        out(event="final", n=len(commands), last=commands[-1])
     elif scenario == "params":
         from rcl_interfaces.msg import Parameter, ParameterValue
         from rcl_interfaces.srv import SetParameters
@@ -203,57 +218,6 @@ ROBOT = PRELUDE + textwrap.dedent(
     out(event="done")
     """
 )
-
-
-class Proc:
-    """A subprocess whose JSON stdout lines are collected by a thread (a roborl node or a
-    plain rclpy peer)."""
-
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen(
-            args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        self.events: list[dict] = []
-        self._err: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-        threading.Thread(target=lambda: self._err.extend(self.proc.stderr), daemon=True).start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            if line.startswith("{"):
-                try:
-                    self.events.append(json.loads(line))
-                except json.JSONDecodeError:
-                    pass
-
-    def wait_event(self, name: str, timeout: float) -> dict:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = [e for e in self.events if e.get("event") == name]
-            if found:
-                return found[0]
-            if self.proc.poll() is not None:
-                time.sleep(0.3)  # let the reader drain
-                found = [e for e in self.events if e.get("event") == name]
-                if found:
-                    return found[0]
-                break
-            time.sleep(0.05)
-        raise AssertionError(
-            f"no {name!r} event; events={self.events[-10:]} stderr={self.stderr()[-3000:]}"
-        )
-
-    def stderr(self) -> str:
-        return "".join(self._err)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 @pytest.fixture
@@ -386,7 +350,9 @@ def test_rclpy_robot_gets_deploy_commands_and_estop_service_stops_them(
 
 def test_deploy_lifecycle_commands_only_while_active(rclpy_env, procs, balance_checkpoint) -> None:
     """autostart=false: deploy waits unconfigured; a plain rclpy lifecycle client configures,
-    activates and deactivates it; commands flow only while it is active."""
+    activates, deactivates, cleans up, re-activates and shuts it down. Commands flow only while
+    it is active; deactivate and shutdown each leave the hold as the last command the robot
+    gets, and cleanup sends nothing but holds."""
     robot = procs(
         peer(ROBOT, "lifecycle", "/forward_command_controller/commands", "/roborl_deploy"),
         rclpy_env,
@@ -413,11 +379,21 @@ def test_deploy_lifecycle_commands_only_while_active(rclpy_env, procs, balance_c
     activate = robot.wait_event("activate", 90)
     assert activate["success"] and activate["commanding"], activate
     deactivate = robot.wait_event("deactivate", 90)
-    assert deactivate["success"] and deactivate["label"] == "inactive"
-    first, second = deactivate["counts"]
-    assert second == first, deactivate
+    assert deactivate["success"] and deactivate["held"], deactivate
+    assert deactivate["label"] == "inactive" and deactivate["last"] == [0.0], deactivate
+    cleanup = robot.wait_event("cleanup", 90)
+    assert cleanup["success"] and cleanup["label"] == "unconfigured", cleanup
+    assert all(c == [0.0] for c in cleanup["after"]), cleanup
+    reactivate = robot.wait_event("reactivate", 90)
+    assert reactivate["success"] and reactivate["resumed"], reactivate
+    assert robot.wait_event("shutdown", 90)["success"]
+    done = dep.wait_event("done", 90)
+    robot.send(str(done["commands"]))
+    final = robot.wait_event("final", 90)
+    assert final["n"] == done["commands"] and final["last"] == [0.0], (final, done)
     states = [e["state"] for e in dep.events if e["event"] == "lifecycle"]
-    assert states == ["inactive", "active", "inactive"], states
+    assert states == ["inactive", "active", "inactive", "unconfigured", "inactive", "active",
+                      "finalized"], states  # fmt: skip
 
 
 def test_parameters_from_params_file_override_hydra_values(

@@ -11,82 +11,21 @@ command count reaching deploy's); deadlines are hang guards, never timing assert
 from __future__ import annotations
 
 import json
+import os
 import signal
-import subprocess
 import sys
 import textwrap
-import threading
-import time
 from pathlib import Path
 
 import pytest
 import torch
 
+from roborl.robots.processes import EventProcess as Proc
+
 ROOT = Path(__file__).resolve().parents[2]
 ROBOT = ROOT / "benchmarks" / "peers" / "stop_robot.py"
 START = 120.0
 HOLD = [0.0]
-
-
-class Proc:
-    """A process whose JSON stdout lines are collected by a thread; stdin stays open."""
-
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen(
-            args, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        self.events: list[dict] = []
-        self._err: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-        threading.Thread(target=lambda: self._err.extend(self.proc.stderr), daemon=True).start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            if line.startswith("{"):
-                try:
-                    self.events.append(json.loads(line))
-                except json.JSONDecodeError:
-                    pass
-
-    def named(self, name: str) -> list[dict]:
-        return [e for e in list(self.events) if e.get("event") == name]
-
-    def wait(self, pred, what: str, timeout: float) -> None:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if pred():
-                return
-            time.sleep(0.02)
-        if not pred():
-            raise AssertionError(
-                f"{what}; events={self.events[-8:]} stderr={self.stderr()[-3000:]}"
-            )
-
-    def wait_event(self, name: str, timeout: float) -> dict:
-        self.wait(lambda: self.named(name), f"no {name!r} event", timeout)
-        return self.named(name)[0]
-
-    def send(self, line: str) -> None:
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
-
-    def stderr(self) -> str:
-        return "".join(self._err)
-
-    def stop(self) -> None:
-        if self.proc.stdin is not None and not self.proc.stdin.closed:
-            try:  # stop_robot.py ends on EOF (rclpy catches SIGTERM for its own shutdown)
-                self.proc.stdin.close()
-            except OSError:
-                pass
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 @pytest.fixture
@@ -309,3 +248,50 @@ def test_sigkill_of_deploy_leaves_sim_robot_holding(ros_env, procs, balance_chec
     dep.proc.kill()
     timeout = sim.wait_event("command_timeout", 60)
     assert timeout["timeout_s"] == 0.5
+
+
+def test_killed_learner_leaves_the_actor_holding(rclpy_env, procs, tmp_path) -> None:
+    """collector=actor_learner: SIGKILL the learner while its actor drives the robot. The actor
+    hears nothing for learner_timeout_s, holds, stops, and its final command (the last one the
+    robot gets) is the hold; no non-hold command follows the first hold after the kill."""
+    from roborl.robots.processes import free_port_pair
+
+    robot = procs([sys.executable, str(ROBOT), "--rate", "100", "--clamp", "1e6"], rclpy_env)
+    robot.wait_event("ready", START)
+    run_dir = tmp_path / "run"
+    learner = procs(
+        [sys.executable, "-m", "roborl.core.cli", "train", "algo=sac", "robot=ros2",
+         "collector=actor_learner", "total_steps=100000", "learning_starts=100",
+         "algo.hidden_sizes=[16,16]", "algo.batch_size=32", "robot.connect_timeout_s=60",
+         "robot.safety.max_state_age_s=5", "robot.terminate=null", "robot.reset.mode=wait",
+         "progress=false", "eval_every=0", "actor_learner.learner_timeout_s=2",
+         f"actor_learner.port={free_port_pair()}", f"hydra.run.dir={run_dir}"],
+        rclpy_env,
+    )  # fmt: skip
+    robot.wait(
+        lambda: sum(c["data"] != HOLD for c in _commands(robot)) >= 50, "no motion", START * 2
+    )
+    pid = int((run_dir / "actor" / "actor.pid").read_text())
+    learner.proc.kill()
+    learner.proc.wait()
+    n_at_kill = len(_commands(robot))
+    log = run_dir / "actor" / "actor.log"
+
+    def actor_event(name: str) -> dict | None:
+        for line in log.read_text().splitlines():
+            if line.startswith("{") and json.loads(line).get("event") == name:
+                return json.loads(line)
+        return None
+
+    robot.wait(lambda: actor_event("actor_closed"), "the actor did not stop", 120)
+    try:  # the actor runs in a session of its own: make sure it is gone
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    lost, closed = actor_event("actor_learner_lost"), actor_event("actor_closed")
+    assert lost is not None and lost["silent_s"] > 2.0, lost
+    cmds = _all_arrived(robot, {"commands": closed["commands_sent"]})
+    assert cmds[-1]["data"] == HOLD, cmds[-3:]
+    assert lost["commands_sent"] > n_at_kill  # it kept acting on its last weights meanwhile
+    after_lost = cmds[lost["commands_sent"] - 1 :]  # from the hold it sent on losing the learner
+    assert all(c["data"] == HOLD for c in after_lost), after_lost

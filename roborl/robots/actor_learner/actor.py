@@ -256,6 +256,7 @@ class Actor:
         emit_event(
             event="actor_learner_lost", silent_s=round(silent, 3),
             learner_timeout_s=self.link.learner_timeout_s, steps=self.totals["steps"],
+            commands_sent=getattr(getattr(self.env.unwrapped, "driver", None), "sent", None),
         )  # fmt: skip
         raise LearnerLostError(
             f"no weights or heartbeat from the learner for {silent:.1f} s "
@@ -467,6 +468,9 @@ def actor_main(argv: list[str]) -> int:
         actor._report({})  # the final totals and weights version, in the log too
         emit_event(event="actor_stop", **actor.totals)
         actor.close()
+        driver = getattr(actor.env.unwrapped, "driver", None)
+        # After the final hold: how many commands went out, so a robot can check it got all.
+        emit_event(event="actor_closed", commands_sent=getattr(driver, "sent", None))
         sys.stdout.flush()
     return 0
 
