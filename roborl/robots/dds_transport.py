@@ -13,11 +13,12 @@ import atexit
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from roborl.core.errors import RobotError
-from roborl.robots.transport import domain_id, localhost_only
+from roborl.robots.transport import FLUSH_S, domain_id, localhost_only
 
 log = logging.getLogger("roborl.robots.dds_transport")
 
@@ -194,6 +195,15 @@ class DDSTransport:
         """Number of remote endpoints matched with a reader (discovery is done when > 0)."""
         return len(handle.get_matched_publications())
 
+    def _flush(self, timeout_s: float) -> None:
+        """Wait until every reliable reader acknowledged what this node wrote, up to
+        `timeout_s` in all, so deleting the writers cannot drop the final hold command."""
+        deadline = time.monotonic() + timeout_s
+        for writer in list(self._writers):
+            left = deadline - time.monotonic()
+            if left <= 0 or not writer.wait_for_acks(int(left * 1e9)):
+                log.warning("%s: a writer was not acknowledged before close", self.node_name)
+
     def close(self, timeout_s: float = 30.0) -> None:
         """Stop the dispatcher, then delete every DDS entity of this node (idempotent)."""
         if threading.get_ident() == self._thread.ident:
@@ -205,6 +215,7 @@ class DDSTransport:
             if self._closed:
                 return
             self._closed = True
+        self._flush(FLUSH_S)
         self._waitset.set_trigger(True)  # wake the dispatcher now rather than at its timeout
         self._thread.join(timeout_s)
         _OPEN.discard(self)

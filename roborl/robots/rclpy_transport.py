@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from roborl.core.errors import ConfigError, RobotError
-from roborl.robots.transport import Param, qos_spec
+from roborl.robots.transport import FLUSH_S, Param, qos_spec
 
 _LEVELS = (
     (logging.CRITICAL, "fatal"),
@@ -44,6 +44,7 @@ _LEVELS = (
     (logging.DEBUG, "debug"),
 )
 LIFECYCLE_TRANSITIONS = ("configure", "activate", "deactivate", "cleanup", "shutdown")
+log = logging.getLogger(__name__)
 
 
 class _RosoutBridge(logging.Handler):
@@ -476,15 +477,29 @@ class RclpyTransport:
             result = getattr(self.node, f"trigger_{transition}")()
         return result == TransitionCallbackReturn.SUCCESS
 
-    def close(self) -> None:
+    def close(self, flush_s: float = FLUSH_S) -> None:
         if self._closed:
             return
         self._closed = True
+        self._flush(flush_s)
         _bridge_detach(self.node)
         self._executor.shutdown(timeout_sec=5.0)
         self.node.destroy_node()
         self._context.try_shutdown()
         self._thread.join(5.0)
+
+    def _flush(self, timeout_s: float) -> None:
+        """Wait until every reliable subscriber acknowledged what this node published, up to
+        `timeout_s` in all. Fast DDS sends from its own thread: destroying the node right after
+        the final hold could drop it (seen when an actor stopped on a loaded machine), and on
+        a controller without a command timeout the robot would keep the last motion command."""
+        from rclpy.duration import Duration
+
+        deadline = time.monotonic() + timeout_s
+        for pub in list(self.node.publishers):
+            left = deadline - time.monotonic()
+            if left <= 0 or not pub.wait_for_all_acked(Duration(seconds=left)):
+                log.warning("%s not acknowledged before close", pub.topic_name)
 
 
 def _check_type(node: str, name: str, value: Any, default: Any) -> Any:

@@ -24,6 +24,9 @@ from roborl.core.errors import ConfigError
 log = logging.getLogger("roborl.robots.transport")
 
 QOS_KEYS = ("reliability", "durability", "depth", "history")
+# At close, how long a transport waits for reliable subscribers to acknowledge its last
+# messages (the final hold) before deleting its writers.
+FLUSH_S = 2.0
 QOS_CHOICES = {
     "reliability": ("reliable", "best_effort"),
     "durability": ("volatile", "transient_local"),

@@ -341,7 +341,8 @@ def test_rclpy_robot_gets_deploy_commands_and_estop_service_stops_them(
     assert activated["success"] and activated["resumed"], activated  # an explicit activate does
     latched = robot.wait_event("topic_latched", 60)
     assert latched["ok"] and latched["last"] == [0.0], latched
-    assert "e-stop message" in [e for e in dep.events if e["event"] == "estop"][-1]["cause"]
+    dep.wait(lambda: len(dep.named("estop")) == 2, "no e-stop event for the topic", 60)
+    assert "e-stop message" in dep.named("estop")[-1]["cause"]
     robot.wait_event("done", 30)
     dep.proc.terminate()
     done = dep.wait_event("done", 60)
