@@ -1,4 +1,12 @@
-"""FISOR on a small navigation dataset has lower cost than cost-blind IQL (same data, budget)."""
+"""FISOR on a small navigation dataset has lower cost than cost-blind IQL (same data, budget)
+and still makes progress to the goal: a policy that never moves has no cost either.
+
+Measured (seed 0, 8 eval layouts): doing nothing returns 0.0 at cost 0.0; the data's
+behaviours, `direct` 23.7 at cost 12.4 and `avoid` 14.7 at cost 0. FISOR by budget: 600
+updates -69.8 (cost 0: the feasibility values start pessimistic, 29% of states feasible, and
+the infeasible-region weights drive it away from the hazards and the goal), 1500 -23.2, 3000
+-2.8, 6000 15.8 at cost 4.2 (73% feasible). So the test trains 6000 updates.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +18,7 @@ from roborl.plugins.fisor.fisor import FISOR, FISORConfig
 from roborl.plugins.fisor.nav_data import collect_nav_dataset
 from roborl.sim.safety import make_safe_env
 
-UPDATES = 600
+UPDATES = 6000
 
 
 def _train(algo, data, updates: int) -> None:
@@ -40,5 +48,10 @@ def test_fisor_has_lower_cost_than_cost_blind_iql() -> None:
     r_fisor = rollout_safe(fisor, env, episodes=8, seed=10_000)
     c_iql, c_fisor = r_iql["costs"].mean(), r_fisor["costs"].mean()
     print(f"episode cost: IQL {c_iql:.1f}, FISOR {c_fisor:.1f}")
+    print(
+        f"episode return: IQL {r_iql['returns'].mean():.1f}, FISOR {r_fisor['returns'].mean():.1f}"
+    )
     assert c_iql > 1.0, r_iql  # cost-blind IQL imitates the fast, hazard-crossing data
     assert c_fisor < 0.5 * c_iql, (c_fisor, c_iql)
+    # Progress: well above doing nothing (0.0), which also has no cost.
+    assert r_fisor["returns"].mean() > 5.0, r_fisor
