@@ -21,6 +21,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from roborl.core.actor_graph import ActorGraph, MethodModule, flat_actor_graph
 from roborl.core.config import OffPolicyConfig, rng
 from roborl.core.errors import CheckpointError, ConfigError
 from roborl.core.interfaces import Algorithm, Policy
@@ -161,6 +162,12 @@ class SoftActorCritic(Algorithm):
     def policy(self) -> Policy:
         """The deterministic tanh(mean) policy, sharing the actor's weights."""
         return SquashedGaussianPolicy(self.actor, self.observation_space, self.action_space)
+
+    def actor_graph(self) -> ActorGraph:
+        """`policy()` as tensor ops for ONNX export: tanh(mean), scaled to the bounds."""
+        return flat_actor_graph(
+            MethodModule(self.actor, "deterministic"), self.observation_space, self.action_space
+        )
 
     # -- learning helpers --------------------------------------------------------------------
 

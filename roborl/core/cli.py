@@ -353,6 +353,14 @@ class EvalOptions:
     video_episodes: int = field(
         default=1, metadata=rng(1, 100_000, "with video=true: how many episodes to record")
     )
+    runtime: str = field(
+        default="torch",
+        metadata={
+            "choices": ["torch", "onnx"],
+            "help": "with model=DIR: onnx runs its policy.onnx with onnxruntime (roborl "
+            "export ... format=onnx; pip install 'roborl[onnx]')",
+        },
+    )
 
 
 EVAL_SECTIONS = ("algo", "env", "robot")
@@ -364,6 +372,7 @@ def eval_help() -> str:
     return (
         "usage: roborl eval checkpoint=PATH [episodes=N] [seed=S] [out=PATH] [env.KEY=V ...]\n"
         "       roborl eval model=DIR ...      (a folder written by roborl export)\n"
+        "       roborl eval model=DIR runtime=onnx ...   (its policy.onnx, onnxruntime)\n"
         "       roborl eval algo=NAME [algo.KEY=V ...] [env=NAME] ...   (checkpoint-free algos)\n\n"
         "Deterministic-policy evaluation; writes a JSON report with every episode's return.\n\n"
         + section("Keys", field_lines(EvalOptions))
@@ -388,6 +397,11 @@ def cmd_eval(args: list[str]) -> int:
     opts, rest = command_options(EvalOptions, args, "eval", passthrough=EVAL_SECTIONS)
     if opts.checkpoint and opts.model:
         raise ConfigError("roborl eval: give checkpoint=PATH or model=DIR, not both.")
+    if opts.runtime == "onnx" and not opts.model:
+        raise ConfigError(
+            "roborl eval: runtime=onnx runs the policy.onnx of an export folder: give model=DIR "
+            "(written by roborl export ... format=onnx); checkpoint= and algo= run on torch."
+        )
     if not opts.checkpoint and not opts.model:
         if any(a.startswith("algo=") for a in rest):
             return _eval_checkpoint_free(rest, opts)
@@ -403,7 +417,12 @@ def cmd_eval(args: list[str]) -> int:
             "from the checkpoint; algo= overrides are for checkpoint-free algorithms (algo=llm)."
         )
     host = _host()
-    if opts.model:
+    policy: Any = None  # runtime=onnx: no algorithm, its policy.onnx alone
+    if opts.model and opts.runtime == "onnx":
+        from roborl.core.onnx_policy import onnx_policy_from_model_dir
+
+        policy, ckpt = onnx_policy_from_model_dir(opts.model)
+    elif opts.model:
         algo, ckpt = algorithm_from_model_dir(host, opts.model, opts.device)
     else:
         assert opts.checkpoint is not None
@@ -433,11 +452,13 @@ def cmd_eval(args: list[str]) -> int:
     out = Path(opts.out or ("eval.json" if opts.model else run_dir / "eval.json"))
     step = (ckpt.get("runner") or {}).get("step")
     video = _video_path(opts, out, f"eval_step_{step}_seed_{seed}" if step else f"eval_seed_{seed}")
-    policy = algo.policy()
+    if policy is None:
+        policy = algo.policy()
     result, recorded = _run_eval(host, cfg, policy, opts, video)
     report = {
         "checkpoint": None if opts.model else str(ckpt_path),
         **({"model": str(ckpt_path)} if opts.model else {}),
+        "runtime": opts.runtime,
         "algo": ckpt["algo"],
         "env": (cfg.get("env") or {}).get("id"),
         "episodes": episodes,

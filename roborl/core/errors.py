@@ -86,6 +86,9 @@ OPTIONAL_MODULES = {
     "av": "video",
     "huggingface_hub": "hub",
     "hydra_plugins": "sweeps",
+    "onnx": "onnx",
+    "onnxscript": "onnx",
+    "onnxruntime": "onnx",
 }
 
 

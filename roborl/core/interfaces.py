@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 if TYPE_CHECKING:
+    from roborl.core.actor_graph import ActorGraph
     from roborl.core.context import TrainContext
 
 
@@ -143,6 +144,18 @@ class Algorithm(abc.ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release what the algorithm holds outside Python (an inference server, a GPU
         engine); called when a run, `roborl eval` or `roborl deploy` is done with it."""
+
+    def actor_graph(self) -> ActorGraph:
+        """The deterministic policy as one torch module of tensor ops, for `roborl export
+        format=onnx` (`roborl.core.actor_graph`). An algorithm whose policy is such a function
+        overrides this; the default refuses with the reason, so export never guesses."""
+        from roborl.core.errors import ConfigError
+
+        raise ConfigError(
+            f"algo={self.name} does not describe its policy as a tensor graph "
+            "(Algorithm.actor_graph), so it cannot be exported to ONNX; export it without "
+            "format=onnx (safetensors) and run it with roborl's torch runtime."
+        )
 
 
 class RobotDriver(abc.ABC):

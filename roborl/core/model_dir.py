@@ -202,11 +202,13 @@ def save_model_dir(
     config: Mapping[str, Any],
     source: Mapping[str, Any] | None = None,
     versions: Mapping[str, str] | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write ``model.safetensors`` and ``config.json`` into `out`; returns config.json's data.
 
     `observation_space`/`action_space` are `roborl.core.spaces.space_to_dict` dicts and
-    `config` is the run's config (the env a policy was trained on).
+    `config` is the run's config (the env a policy was trained on). `extra` adds top-level
+    JSON entries that describe other files of the folder (``onnx`` for policy.onnx).
     """
     save = _safetensors().torch.save
     encoder = _Encoder()
@@ -222,6 +224,7 @@ def save_model_dir(
         "config": _to_json(config),
         "source": _to_json(source or {}),
         "versions": dict(versions or {}),
+        **{k: _to_json(v) for k, v in (extra or {}).items()},
     }
     try:
         json.dumps(meta, allow_nan=False)
@@ -237,16 +240,16 @@ def save_model_dir(
     return meta
 
 
-def read_model_dir(path: str | os.PathLike[str], device: str = "cpu") -> dict[str, Any]:
-    """config.json's data plus ``tensors`` (name -> tensor) from model.safetensors."""
-    safetensors = _safetensors()
+def read_model_config(path: str | os.PathLike[str], needs: str = WEIGHTS_FILE) -> dict[str, Any]:
+    """config.json's data, checked, with ``path`` added; `needs` is the file beside it that
+    the caller will load (model.safetensors for torch, policy.onnx for onnxruntime)."""
     path = Path(path)
     if not path.is_dir():
         raise CheckpointError(
             f"model={str(path)!r} is not a folder; give the folder `roborl export` wrote "
-            f"(with {CONFIG_FILE} and {WEIGHTS_FILE})."
+            f"(with {CONFIG_FILE} and {needs})."
         )
-    missing = [f for f in (CONFIG_FILE, WEIGHTS_FILE) if not (path / f).is_file()]
+    missing = [f for f in (CONFIG_FILE, needs) if not (path / f).is_file()]
     if missing:
         hint = (
             " It looks like a run directory: use checkpoint=PATH, or export it first with "
@@ -272,6 +275,15 @@ def read_model_dir(path: str | os.PathLike[str], device: str = "cpu") -> dict[st
     for key in PLAIN_KEYS:
         if key in meta:
             meta[key] = _from_json(meta[key])
+    meta["path"] = str(path)
+    return meta
+
+
+def read_model_dir(path: str | os.PathLike[str], device: str = "cpu") -> dict[str, Any]:
+    """config.json's data plus ``tensors`` (name -> tensor) from model.safetensors."""
+    safetensors = _safetensors()
+    meta = read_model_config(path)
+    path = Path(path)
     try:
         meta["tensors"] = safetensors.torch.load_file(str(path / WEIGHTS_FILE), device=device)
     except (safetensors.SafetensorError, OSError, ValueError) as exc:
@@ -279,7 +291,6 @@ def read_model_dir(path: str | os.PathLike[str], device: str = "cpu") -> dict[st
             f"{path / WEIGHTS_FILE} could not be read ({exc}); it is truncated or not a "
             "safetensors file."
         ) from None
-    meta["path"] = str(path)
     return meta
 
 

@@ -45,6 +45,14 @@ class DeployOptions:
         default=None,
         metadata={"help": "a folder written by `roborl export` (safetensors; no unpickling)"},
     )
+    runtime: str = field(
+        default="torch",
+        metadata={
+            "choices": ["torch", "onnx"],
+            "help": "with model=DIR: onnx runs its policy.onnx with onnxruntime (export with "
+            "format=onnx; pip install 'roborl[onnx]')",
+        },
+    )
     rate_hz: float | None = field(
         default=None, metadata=rng(1e-3, None, "control rate (null: robot.rate_hz)")
     )
@@ -116,6 +124,11 @@ def deploy(argv: list[str]) -> int:
         )
     if sum(bool(x) for x in (opts.checkpoint, opts.model, algo_cfg)) > 1:
         raise ConfigError("deploy takes one of checkpoint=PATH, model=DIR or algo=NAME.")
+    if opts.runtime == "onnx" and not opts.model:
+        raise ConfigError(
+            "deploy: runtime=onnx runs the policy.onnx of an export folder: give model=DIR "
+            "(written by roborl export ... format=onnx)."
+        )
     robot_cfg = dict(cfg["robot"])
     if opts.rate_hz:
         robot_cfg["rate_hz"] = float(opts.rate_hz)
@@ -147,6 +160,7 @@ class _DeployNode:
         self.env: Any = None
         self.driver: Any = None
         self.algo: Any = None
+        self.onnx_policy: Any = None  # runtime=onnx: policy.onnx alone, no algorithm
         self.active = False
         self.started = False
         self.stop = False
@@ -154,7 +168,11 @@ class _DeployNode:
         self.configure_error: BaseException | None = None
         self.warmup_ms: list[float] = []
         host = get_host()
-        if opts.model:
+        if opts.model and opts.runtime == "onnx":
+            from roborl.core.onnx_policy import onnx_policy_from_model_dir
+
+            self.onnx_policy, _ = onnx_policy_from_model_dir(opts.model)
+        elif opts.model:
             from roborl.core.model_dir import algorithm_from_model_dir
 
             self.algo, _ = algorithm_from_model_dir(host, opts.model)
@@ -212,7 +230,7 @@ class _DeployNode:
             raise ConfigError(f"rate_hz={self.rate_hz} must be > 0.")
         self.period = 1.0 / self.rate_hz
         obs_space = robot_observation_space(d)
-        if self.algo is None:
+        if self.algo is None and self.onnx_policy is None:
             safety = dict(self.cfg.get("safety") or {})
             n = len(d.command_joints)
             act_space = gym.spaces.Box(
@@ -221,7 +239,7 @@ class _DeployNode:
                 dtype=np.float32,
             )
             self.algo = build_algorithm(host, algo_cfg, obs_space, act_space, "cpu")
-        self.policy = self.algo.policy()
+        self.policy = self.onnx_policy if self.onnx_policy is not None else self.algo.policy()
         _check_policy_space(self.policy.observation_space, obs_space, d)
         self.sim_time = bool(getattr(self.transport, "use_sim_time", False))
 

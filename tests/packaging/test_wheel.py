@@ -5,7 +5,7 @@ Each venv is new and holds only the wheel, its extra and their dependencies (nev
 --system-site-packages, never --no-deps for roborl's own requirements), so a missing
 requirement fails here as it would for a user. The venvs are installed with uv, which resolves
 the same wheel metadata as pip but links files from its cache: torch alone takes ~25 s per venv
-with pip and ~2 s with uv. The ten venvs are built and exercised two at a time (the CI machine
+with pip and ~2 s with uv. The eleven venvs are built and exercised two at a time (the CI machine
 has two cores; each feature command is single-threaded), which keeps this module at a few
 minutes. The machine's pip
 configuration (find-links, extra indexes, constraints) is passed on, so uv sees the packages pip
@@ -33,7 +33,7 @@ pytestmark = pytest.mark.serial  # it builds and exercises fresh venvs two at a 
 
 
 ROOT = Path(__file__).resolve().parents[2]
-FEATURE_EXTRAS = ["ros2", "llm", "offline", "safe", "vla", "ray", "report", "sb3", "all"]
+FEATURE_EXTRAS = ["ros2", "llm", "offline", "safe", "vla", "ray", "report", "sb3", "onnx", "all"]
 # A tiny but real training run of the default algorithm (SAC): seconds, not minutes.
 TINY_TRAIN = [
     "total_steps=300",
@@ -330,13 +330,25 @@ def check_sb3(venv: Venv) -> None:
     assert _summary(venv, "ppo")["algo"] == "sb3/ppo"
 
 
+def check_onnx(venv: Venv) -> None:
+    """torch's ONNX exporter (onnx + onnxscript) traces the trained policy, onnxruntime checks
+    it at export and runs it in `eval runtime=onnx`."""
+    venv.absent(["ray", "rclpy", "transformers", "minari"])
+    venv.roborl("train", *TINY_TRAIN, "hydra.run.dir=run")
+    out = venv.roborl("export", "checkpoint=run", "out=model", "format=onnx").stdout
+    assert "model/policy.onnx" in out and "match torch's" in out, out
+    venv.roborl("eval", "model=model", "runtime=onnx", "episodes=1", "out=eval.json")
+    report = json.loads((venv.work / "eval.json").read_text())
+    assert report["runtime"] == "onnx" and report["algo"] == "sac"
+
+
 def check_all(venv: Venv) -> None:
     """[all] is the union: every optional module of every feature imports in one process (a
     clash between two extras' pins shows here), and every plugin loads."""
     venv.py(
         "import rclpy, cyclonedds, transformers, gguf, accelerate, minari, h5py, ray, rliable, "
         "pandas, scipy, stable_baselines3, wandb, tensorboardX, av, huggingface_hub, "
-        "hydra_plugins.hydra_submitit_launcher\n"
+        "hydra_plugins.hydra_submitit_launcher, onnx, onnxscript, onnxruntime\n"
         "from roborl.core.cli import main\n"
         "raise SystemExit(main(['plugins', '--check']))"
     )
@@ -353,6 +365,7 @@ CHECKS: dict[str, Callable[[Venv], None]] = {
     "all": check_all,
     "core": check_core,
     "sb3": check_sb3,
+    "onnx": check_onnx,
     "safe": check_safe,
 }
 assert set(CHECKS) == {*FEATURE_EXTRAS, "core"}

@@ -209,11 +209,13 @@ def model_card(
         "pip install roborl",
         "roborl eval model=THIS_FOLDER episodes=10",
         "roborl deploy model=THIS_FOLDER ...   # as a ROS 2 node",
-        "```",
-        "",
-        "## Files",
-        "",
     ]
+    if "policy.onnx" in files:
+        lines += [
+            'pip install "roborl[onnx]"',
+            "roborl eval model=THIS_FOLDER runtime=onnx   # policy.onnx with onnxruntime",
+        ]
+    lines += ["```", "", "## Files", ""]
     lines += [f"- `{f}`" for f in files]
     lines += [
         "",
@@ -222,4 +224,11 @@ def model_card(
         "tensors. Optimiser states are not included (a loaded model starts a fresh optimiser).",
         "",
     ]
+    if "policy.onnx" in files:
+        lines += [
+            "`policy.onnx` is the deterministic actor alone (observation normalisation "
+            "included), for onnxruntime or any ONNX runtime; its input and output names and "
+            "shapes are in `config.json` under `onnx` and in the file's metadata.",
+            "",
+        ]
     return "\n".join(lines)

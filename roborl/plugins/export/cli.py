@@ -24,10 +24,12 @@ from roborl.core.model_dir import (
     is_model_dir,
     save_model_dir,
 )
+from roborl.core.onnx_policy import ONNX_FILE
 from roborl.plugins.export.card import final_return, model_card, run_dir_of, training_command
 from roborl.plugins.export.hub import is_host_key, sanitize_value
 
 VERIFY_SAMPLES = 16
+FORMATS = ("safetensors", "onnx")
 
 
 @dataclass
@@ -46,16 +48,27 @@ class ExportOptions:
         default=True,
         metadata={"help": "push= creates a private repo; private=false publishes it"},
     )
+    format: str = field(
+        default="safetensors",
+        metadata={
+            "choices": list(FORMATS),
+            "help": f"onnx: also write {ONNX_FILE} (the deterministic actor, checked against "
+            "torch), which eval/deploy run with runtime=onnx; needs roborl[onnx]",
+        },
+    )
 
 
 def export_help() -> str:
     from roborl.core.help import field_lines, section
 
     return (
-        "usage: roborl export checkpoint=PATH out=DIR [push=NAMESPACE/NAME] [private=false]\n\n"
+        "usage: roborl export checkpoint=PATH out=DIR [format=onnx] [push=NAMESPACE/NAME] "
+        "[private=false]\n\n"
         f"Write the checkpoint's policy as {WEIGHTS_FILE} + {CONFIG_FILE} + a model card\n"
         f"({CARD_FILE}) that anyone can load without unpickling: roborl eval model=DIR,\n"
         "roborl deploy model=DIR. Optimiser state and replay buffers are left out.\n"
+        f"format=onnx adds {ONNX_FILE} (deterministic actor, observation normalisation\n"
+        "included), run by onnxruntime with roborl eval|deploy model=DIR runtime=onnx.\n"
         "push= uploads to a private repo (private=false: public); the uploaded config.json has\n"
         "no secrets, absolute paths, hosts or robot/deployment settings.\n\n"
         + section("Keys", field_lines(ExportOptions))
@@ -111,9 +124,22 @@ def sanitize_command(command: str | None) -> str | None:
 
 
 def export(
-    host: Any, checkpoint: str, out: str | Path, push: str | None = None, private: bool = True
+    host: Any,
+    checkpoint: str,
+    out: str | Path,
+    push: str | None = None,
+    private: bool = True,
+    format: str = "safetensors",
 ) -> dict[str, Any]:
-    """Export `checkpoint` to `out` (and push it); returns what was written."""
+    """Export `checkpoint` to `out` (and push it); returns what was written.
+
+    `format="onnx"` adds policy.onnx (`roborl.plugins.export.onnx`); it is traced and checked
+    before anything is written, so a refusal or a missing extra leaves `out` as it was.
+    """
+    if format not in FORMATS:
+        raise ConfigError(
+            f"format={format!r} is not accepted: expected one of {', '.join(FORMATS)}."
+        )
     from roborl.core.algorithms import algorithm_from_checkpoint
 
     out = Path(out)
@@ -131,6 +157,11 @@ def export(
             f"algo={ckpt['algo']} acts from its config alone (no learned weights to export); "
             "share its config instead."
         )
+    onnx_model, onnx_spec = None, None
+    if format == "onnx":
+        from roborl.plugins.export.onnx import export_onnx
+
+        onnx_model, onnx_spec = export_onnx(algo, ckpt["algo"])
     ckpt_path = Path(ckpt["path"])
     run_dir = run_dir_of(ckpt_path)
     runner = ckpt.get("runner") or {}
@@ -143,6 +174,14 @@ def export(
         "best_eval_return": runner.get("best_eval_return"),
         "last_eval_return": runner.get("last_eval_return"),
     }
+    from roborl.core.checkpoint import atomic_write_bytes
+
+    out.mkdir(parents=True, exist_ok=True)
+    if onnx_model is not None:  # before config.json, which records it
+        atomic_write_bytes(out / ONNX_FILE, onnx_model)
+        (out / ONNX_FILE).chmod(0o644)
+    else:  # a previous export's graph would not match the new weights
+        (out / ONNX_FILE).unlink(missing_ok=True)
     meta = save_model_dir(
         out,
         algo=ckpt["algo"],
@@ -153,8 +192,13 @@ def export(
         config=config,
         source=source,
         versions=ckpt.get("versions"),
+        extra={"onnx": onnx_spec} if onnx_spec else None,
     )
     loaded, _ = algorithm_from_model_dir(host, out, "cpu")
+    if onnx_model is not None:  # the written pair loads: file readable, inputs as recorded
+        from roborl.core.onnx_policy import onnx_policy_from_model_dir
+
+        onnx_policy_from_model_dir(out)
     verified = same_actions(algo, loaded, algo.observation_space)
     if verified is False:
         raise CheckpointError(
@@ -170,10 +214,8 @@ def export(
         command=sanitize_command(training_command(run_dir)),
         result=result,
         summary=summary,
-        files=[WEIGHTS_FILE, CONFIG_FILE, CARD_FILE],
+        files=[WEIGHTS_FILE, CONFIG_FILE, CARD_FILE, *([ONNX_FILE] if onnx_model else [])],
     )
-    from roborl.core.checkpoint import atomic_write_bytes
-
     atomic_write_bytes(out / CARD_FILE, card.encode())
     (out / CARD_FILE).chmod(0o644)
     url = None
@@ -181,7 +223,7 @@ def export(
         from roborl.plugins.export.hub import push as push_folder
 
         url = push_folder(out, push, private)
-    return {"out": out, "verified": verified, "result": result, "url": url}
+    return {"out": out, "verified": verified, "result": result, "url": url, "onnx": onnx_spec}
 
 
 def main(argv: list[str]) -> int:
@@ -198,7 +240,7 @@ def main(argv: list[str]) -> int:
                 "roborl export: checkpoint=PATH and out=DIR are required "
                 "(e.g. roborl export checkpoint=runs/.../checkpoints/last.pt out=exported/sac)."
             )
-        done = export(get_host(), opts.checkpoint, opts.out, opts.push, opts.private)
+        done = export(get_host(), opts.checkpoint, opts.out, opts.push, opts.private, opts.format)
     except RoborlError as exc:
         print(error_line("export", exc), file=sys.stderr)
         return exc.exit_code
@@ -212,6 +254,15 @@ def main(argv: list[str]) -> int:
         f"roborl export: wrote {out}/ ({WEIGHTS_FILE} {size_kb:.0f} kB, {CONFIG_FILE}, "
         f"{CARD_FILE}); {check}. Load it with: roborl eval model={out}"
     )
+    if done["onnx"]:
+        onnx_check = done["onnx"]["check"]
+        onnx_kb = (out / ONNX_FILE).stat().st_size / 1024
+        print(
+            f"roborl export: wrote {out}/{ONNX_FILE} ({onnx_kb:.0f} kB); onnxruntime's actions "
+            f"match torch's within {onnx_check['max_abs_diff']:.2g} on "
+            f"{onnx_check['observations']} "
+            f"random observations. Run it with: roborl eval model={out} runtime=onnx"
+        )
     if done["url"]:
         print(f"roborl export: pushed to {done['url']}")
     return 0

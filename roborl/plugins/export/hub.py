@@ -24,9 +24,12 @@ from typing import Any
 
 from roborl.core.errors import ConfigError
 from roborl.core.model_dir import CARD_FILE, CONFIG_FILE, WEIGHTS_FILE
+from roborl.core.onnx_policy import ONNX_FILE
 from roborl.core.secrets import REDACTED, redact
 
 UPLOADED = (WEIGHTS_FILE, CONFIG_FILE, CARD_FILE)
+UPLOADED_IF_PRESENT = (ONNX_FILE,)
+"""Files an export has only with some options (format=onnx); uploaded when there."""
 DROPPED_SECTIONS = ("actor_learner", "ray", "hydra")
 _HOST_KEY = re.compile(
     r"(^|[_.\-])(host|hostname|hosts|address|addr|bind|ip|url|uri|urls|endpoint|connect)$",
@@ -72,10 +75,15 @@ def sanitize(obj: Any, key: str | None = None) -> Any:
     return obj
 
 
+def present_optional(folder: str | Path) -> list[str]:
+    """The `UPLOADED_IF_PRESENT` files that `folder` has."""
+    return [name for name in UPLOADED_IF_PRESENT if (Path(folder) / name).is_file()]
+
+
 def stage(folder: str | Path, into: str | Path) -> Path:
     """Copy the export into `into` for upload, its config.json sanitised."""
     folder, into = Path(folder), Path(into)
-    for name in (WEIGHTS_FILE, CARD_FILE):
+    for name in (WEIGHTS_FILE, CARD_FILE, *present_optional(folder)):
         try:
             os.link(folder / name, into / name)
         except OSError:
@@ -142,7 +150,7 @@ def upload_plan(folder: str | Path, repo_id: str, private: bool = True) -> dict[
             "repo_id": repo_id,
             "repo_type": "model",
             "folder_path": str(folder),
-            "allow_patterns": list(UPLOADED),
+            "allow_patterns": [*UPLOADED, *present_optional(folder)],
             "commit_message": f"roborl export: {folder.name}",
         },
     }

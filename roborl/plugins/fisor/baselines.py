@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from roborl.core.actor_critic import require_box
+from roborl.core.actor_graph import ActorGraph, flat_actor_graph
 from roborl.core.config import rng
 from roborl.core.errors import DatasetError
 from roborl.core.interfaces import Algorithm, Batch, Policy
@@ -93,6 +94,11 @@ class BC(Algorithm):
 
     def policy(self) -> Policy:
         return AlgorithmPolicy(self)
+
+    def actor_graph(self) -> ActorGraph:
+        """`policy()` as tensor ops for ONNX export: tanh(MLP), scaled to the bounds."""
+        unit = torch.nn.Sequential(self.net, torch.nn.Tanh())
+        return flat_actor_graph(unit, self.observation_space, self.action_space)
 
     def state_dict(self) -> dict[str, Any]:
         return {"net": self.net.state_dict(), "opt": self.opt.state_dict()}

@@ -58,6 +58,7 @@ import torch
 from torch import nn
 
 from roborl.core.actor_critic import require_box
+from roborl.core.actor_graph import ActorGraph, GraphInput, ScaleToBounds, observation_inputs
 from roborl.core.config import rng
 from roborl.core.interfaces import Algorithm, Batch, Policy
 from roborl.core.nn import ActionScaler, EnsembleMLP, obs_tensor, polyak_update
@@ -178,19 +179,60 @@ class DiffusionPolicy(nn.Module):
     @torch.no_grad()
     def sample(self, obs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
         """Ancestral DDPM sampling with variance beta_t (the official sampler), clipping the
-        action to [-1, 1] at every step."""
-        B = obs.shape[0]
-        a = torch.randn(B, self.act_dim, device=obs.device, generator=generator)
-        for i in reversed(range(self.T)):
-            t = torch.full((B,), i, device=obs.device, dtype=torch.long)
+        action to [-1, 1] at every step. The T standard normal draws (the start, then one per
+        step but the last) are taken first, in that order; nothing else draws in between
+        (the noise model has no dropout in eval mode), so this equals drawing them step by step."""
+        return self.denoise(obs, self.draw_noise(obs.shape[0], obs.device, generator))
+
+    def draw_noise(
+        self,
+        rows: int,
+        device: torch.device | str = "cpu",
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """(rows, T, |A|) standard normal draws for `denoise`, in the sampler's order."""
+        draws = [
+            torch.randn(rows, self.act_dim, device=device, generator=generator)
+            for _ in range(self.T)
+        ]
+        return torch.stack(draws, 1)
+
+    def denoise(self, obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """The sampler with its randomness given: ``noise[:, 0]`` starts the chain and
+        ``noise[:, k]`` is added at step i = T - k (tensor ops only, so it exports to ONNX)."""
+        a = noise[:, 0]
+        for k, i in enumerate(reversed(range(self.T))):
+            t = torch.full_like(a[:, 0], i, dtype=torch.long)
             eps = self.eps(obs, a, t)
             alpha, ab, beta = self.alphas[i], self.alphas_bar[i], self.betas[i]
             a = (a - (1 - alpha) / (1 - ab).sqrt() * eps) / alpha.sqrt()
             if i > 0:
-                z = torch.randn(a.shape, device=obs.device, generator=generator)
-                a = a + beta.sqrt() * z
+                a = a + beta.sqrt() * noise[:, k + 1]
             a = a.clamp(-1.0, 1.0)
         return a
+
+
+class SampleAndSelect(nn.Module):
+    """FISOR's action selection as tensor ops: N diffusion samples per observation from the
+    given noise, keep the one with the lowest max-ensemble Q_h (`FISOR.act`), scale to the
+    bounds. Inputs: obs (B, *obs_shape) and noise (B, N, T, |A|)."""
+
+    def __init__(
+        self, actor: DiffusionPolicy, q_h: EnsembleMLP, num_samples: int, action_space: gym.Space
+    ) -> None:
+        super().__init__()
+        self.actor, self.q_h, self.num_samples = actor, q_h, num_samples
+        self.to_env = ScaleToBounds(action_space)
+
+    def forward(self, obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        x = obs.flatten(1)
+        B, N, A = x.shape[0], self.num_samples, self.actor.act_dim
+        xr = x.unsqueeze(1).expand(B, N, x.shape[1]).reshape(B * N, x.shape[1])
+        a = self.actor.denoise(xr, noise.reshape(B * N, self.actor.T, A))
+        qh = self.q_h(torch.cat([xr, a], -1)).max(0).values.reshape(B, N)
+        best = qh.argmin(1)
+        chosen = torch.gather(a.reshape(B, N, A), 1, best.reshape(B, 1, 1).expand(B, 1, A))
+        return self.to_env(chosen.squeeze(1))
 
 
 @dataclass
@@ -302,6 +344,24 @@ class FISOR(Algorithm):
 
     def policy(self) -> Policy:
         return AlgorithmPolicy(self)  # 16 diffusion samples, lowest Q_h
+
+    def actor_graph(self) -> ActorGraph:
+        """`policy()` as tensor ops for ONNX export, its randomness an input: ``noise``
+        (B, num_samples, T, |A|) standard normal; `draw_noise` draws it from torch's generator
+        as `act` does, so graph and policy agree under one seed."""
+        module = SampleAndSelect(
+            self.actor_target, self.q_h_target, self.config.num_samples, self.action_space
+        )
+        N, T, A = self.config.num_samples, self.actor_target.T, self.actor_target.act_dim
+
+        def draw_noise(batch: int) -> dict[str, torch.Tensor]:
+            rows = self.actor_target.draw_noise(batch * N, self.device)
+            return {"noise": rows.reshape(batch, N, T, A).cpu()}
+
+        inputs = [*observation_inputs(self.observation_space)]
+        inputs.append(GraphInput("noise", (N, T, A), "float32", noise=True))
+        notes = [f"{N} diffusion samples from the noise input, the one with the lowest Q_h kept"]
+        return ActorGraph(module, inputs, draw_noise, notes)
 
     # -- learning --------------------------------------------------------------------------
     def update(self, batch: Batch) -> dict[str, float]:

@@ -80,6 +80,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from roborl.core.actor_critic import require_box
+from roborl.core.actor_graph import ActorGraph, MethodModule, flat_actor_graph
 from roborl.core.config import rng
 from roborl.core.errors import ConfigError
 from roborl.core.interfaces import Algorithm, Batch, Policy
@@ -315,6 +316,17 @@ class IQL(Algorithm):
     def policy(self) -> Policy:
         return IQLPolicy(
             self.actor, self.obs_mean, self.obs_std, self.observation_space, self.action_space
+        )
+
+    def actor_graph(self) -> ActorGraph:
+        """`policy()` as tensor ops for ONNX export, the observation normalisation included
+        (identity statistics when `normalize_obs` is off, as the torch policy applies them)."""
+        return flat_actor_graph(
+            MethodModule(self.actor, "mean"),
+            self.observation_space,
+            self.action_space,
+            self.obs_mean,
+            self.obs_std,
         )
 
     # -- learning ------------------------------------------------------------------------

@@ -85,8 +85,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from torch import nn
 
 from roborl.core.actor_critic import SoftActorCriticConfig, require_box
+from roborl.core.actor_graph import ActorGraph, ScaleToBounds, observation_inputs
 from roborl.core.config import rng
 from roborl.core.errors import CheckpointError, ConfigError
 from roborl.core.interfaces import Algorithm, Batch, Policy
@@ -212,6 +214,27 @@ class PixelPolicy(Policy):
         return actions[0] if single else actions
 
 
+class PixelActorGraph(nn.Module):
+    """Dict observation entries (in the space's order, a batch each) -> encoder features ->
+    tanh(mean) -> the action bounds: `PixelPolicy` as one module for export."""
+
+    def __init__(
+        self,
+        encoder: ObsEncoder,
+        actor: TanhGaussianActor,
+        action_space: gym.spaces.Box,
+        keys: list[str],
+    ) -> None:
+        super().__init__()
+        self.encoder, self.actor, self.keys = encoder, actor, keys
+        self.to_env = ScaleToBounds(action_space)
+
+    def forward(self, *entries: torch.Tensor) -> torch.Tensor:
+        obs = dict(zip(self.keys, entries, strict=True))
+        features = self.encoder(self.encoder.images(obs), obs)
+        return self.to_env(self.actor.deterministic(features))
+
+
 class DrQ(Algorithm):
     """Pixel SAC (see the module docstring for papers, equations and deviations)."""
 
@@ -279,6 +302,14 @@ class DrQ(Algorithm):
 
     def policy(self) -> Policy:
         return PixelPolicy(self)
+
+    def actor_graph(self) -> ActorGraph:
+        """`policy()` as tensor ops for ONNX export: one input per observation entry (camera
+        frames uint8), encoder, tanh(mean), scaled to the bounds; no augmentation."""
+        module = PixelActorGraph(
+            self.encoder, self.actor, self.action_space, list(self.observation_space.spaces)
+        )
+        return ActorGraph(module, observation_inputs(self.observation_space))
 
     # -- learning ----------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 import gymnasium as gym
 import numpy as np
@@ -107,6 +107,15 @@ class SB3Algorithm(Algorithm):
 
     def policy(self) -> Policy:
         return SB3Policy(self.model, self.observation_space, self.action_space)
+
+    def actor_graph(self) -> NoReturn:
+        """Refused: see the error (SB3 owns the policy's preprocessing and scaling)."""
+        raise ConfigError(
+            f"algo={self.name} cannot be exported to ONNX by roborl: its policy is "
+            "stable-baselines3's own object, whose observation preprocessing and action "
+            "scaling live in SB3's predict(), not in a roborl tensor graph. Export it without "
+            "format=onnx (safetensors), or follow SB3's own ONNX export guide."
+        )
 
     # -- training through the host -----------------------------------------------------------
 

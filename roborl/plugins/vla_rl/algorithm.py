@@ -39,7 +39,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import gymnasium as gym
 import numpy as np
@@ -207,6 +207,16 @@ class VLARL(Algorithm):
 
     def policy(self) -> Policy:
         return VLAPolicy(self)
+
+    def actor_graph(self) -> NoReturn:
+        """Refused: see the error (the policy is not one fixed tensor function)."""
+        raise ConfigError(
+            "algo=vla_rl cannot be exported to ONNX: its policy decodes action tokens one at a "
+            "time with a transformer (a loop whose steps depend on earlier tokens) and turns the "
+            "'task' entry of its Dict observation into a text prompt with its word tokenizer, "
+            "neither of which is a fixed tensor graph. Export it without format=onnx and run it "
+            "with roborl's torch runtime."
+        )
 
     def update(self, batch: Batch) -> dict[str, float]:
         raise NotImplementedError("VLA-RL trains with its own loop (loop='custom')")
