@@ -1,10 +1,13 @@
 """`roborl deploy model=DIR`: an exported folder (safetensors + JSON, nothing unpickled) runs on
-the robot exactly as its checkpoint does: the scripted balance policy keeps the sim pendulum up."""
+the robot exactly as its checkpoint does: the scripted balance policy keeps the sim pendulum up,
+with torch or (`format=onnx`, `runtime=onnx`) with onnxruntime."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
+
+import pytest
 
 from roborl.core.plugins import get_host
 from roborl.plugins.export.cli import export
@@ -13,15 +16,24 @@ START = 90.0  # process start-up on a loaded 2-core machine can take tens of sec
 ROBOT = ["robot=ros2", "robot.transport=dds", "robot.connect_timeout_s=60"]
 
 
+@pytest.mark.parametrize("runtime", ["torch", "onnx"])
 def test_deploy_model_dir_balances_the_sim_robot(
-    ros_env, nodes, balance_checkpoint, tmp_path: Path
+    ros_env, nodes, balance_checkpoint, tmp_path: Path, runtime: str
 ) -> None:
     model = tmp_path / "balance"
-    assert export(get_host(), str(balance_checkpoint), model)["verified"] is True
+    fmt = "onnx" if runtime == "onnx" else "safetensors"
+    assert export(get_host(), str(balance_checkpoint), model, format=fmt)["verified"] is True
     sim = nodes(["sim-robot", "env=inverted_pendulum", "transport=dds"], ros_env)
     sim.wait_event("sim_robot_start", START)
     dep = nodes(
-        ["deploy", f"model={model}", *ROBOT, "rate_hz=50", "robot.safety.max_state_age_s=0.5"],
+        [
+            "deploy",
+            f"model={model}",
+            f"runtime={runtime}",
+            *ROBOT,
+            "rate_hz=50",
+            "robot.safety.max_state_age_s=0.5",
+        ],
         ros_env,
     )
     start = dep.wait_event("deploy_start", START)
