@@ -325,8 +325,9 @@ class TrainContext:
 
     # -- envs, data, algorithm, collector ------------------------------------------------------
 
-    def make_env(self, seed: int | None = None) -> gym.Env:
-        """One env from the config, with episode statistics.
+    def make_env(self, seed: int | None = None, learned_reward: bool = True) -> gym.Env:
+        """One env from the config, with episode statistics (`learned_reward=False`: without
+        `reward=`'s model, for evaluation in simulation).
 
         With `robot=` every call returns the same `robot_env`: a robot has one driver, so the
         collector, evaluation and an algorithm's own loop share it (its `close()` only makes
@@ -337,7 +338,7 @@ class TrainContext:
             if seed is not None:
                 robot.action_space.seed(seed)
             return robot
-        return make_env(self._host.registry, self._cfg, seed)
+        return make_env(self._host.registry, self._cfg, seed, learned_reward)
 
     @property
     def robot_env(self) -> SharedEnv | None:
@@ -390,6 +391,13 @@ class TrainContext:
             name = "robot"
         factory = self._host.registry.get("collectors", name)
         return factory(self)
+
+    def reward_model(self) -> Any:
+        """`reward=`'s model (None without one), e.g. to relabel demonstrations."""
+        from roborl.core.rewards import build_reward_model, reward_options
+
+        options = reward_options(self._cfg)
+        return None if options is None else build_reward_model(self._host.registry, options)
 
     def load_dataset(self, path: str | None = None) -> Any:
         """`dataset=` (or `path`), from the first dataset-source plugin that accepts it."""
@@ -511,8 +519,9 @@ class TrainContext:
         if self._eval_env is None and self._run.video_every:  # renders only when recording
             seed = self._run.seed + EVAL_SEED_OFFSET
             self._eval_env = make_recording_env(self._host.registry, self._cfg, seed)
-        if self._eval_env is None:
-            self._eval_env = self.make_env(seed=self._run.seed + EVAL_SEED_OFFSET)
+        if self._eval_env is None:  # the task's own reward and success, not reward='s model
+            seed = self._run.seed + EVAL_SEED_OFFSET
+            self._eval_env = self.make_env(seed=seed, learned_reward=False)
         video = self._video_path()
         if video is not None:
             assert isinstance(self._eval_env, EpisodeRecorder)

@@ -10,13 +10,16 @@ HIL-SERL use with demonstrations as the offline data. Demo rows are marked in
 
 Transitions a person took over (``Chunk.extras["intervened"]``, from a robot's teleop channel)
 are also added to the demo buffer, as HIL-SERL (Luo et al., 2024, Sec. III-B) adds intervention
-data to both its demo and online buffers. Deviation: the demo buffer is not checkpointed; a
+data to both its demo and online buffers. With `reward=` (a learned reward), demo rewards and
+terminals are relabelled by the model (`roborl.core.rewards.relabel`), as online rows are.
+Deviation: the demo buffer is not checkpointed; a
 resumed run reloads `demos=` and loses the interventions it had added to it (they remain in the
 online buffer).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -28,9 +31,12 @@ from roborl.core.buffer import ReplayBuffer
 from roborl.core.datasets import check_dataset_spaces
 from roborl.core.errors import DatasetError
 from roborl.core.interfaces import Batch
+from roborl.core.rewards import relabel, reward_options
 
 if TYPE_CHECKING:
     from roborl.core.context import TrainContext
+
+log = logging.getLogger(__name__)
 
 EXTRAS = {"intervened": ((), np.bool_)}
 """Per-transition fields both buffers keep when demos are used."""
@@ -66,12 +72,21 @@ def load_demo_buffer(
         extras=EXTRAS,
     )
     costs = getattr(ds, "costs", None)
+    next_obs = _obs_like(ds.next_observations, observation_space)
+    rewards, terminals = np.asarray(ds.rewards, np.float32), np.asarray(ds.terminals, bool)
+    options = reward_options(ctx.config)
+    if options is not None:  # one reward for demo and online rows: the model's
+        rewards, terminals, successes = relabel(ctx.reward_model(), next_obs, terminals, options)
+        log.info(
+            "demos=%s: %d transitions relabelled by reward=%s (%d successes)",
+            path, len(ds), options["name"], successes,
+        )  # fmt: skip
     buf.extend(
         _obs_like(ds.observations, observation_space),
         np.asarray(ds.actions, np.float32).reshape(len(ds), *action_space.shape),
-        np.asarray(ds.rewards, np.float32),
-        _obs_like(ds.next_observations, observation_space),
-        np.asarray(ds.terminals, np.float32),
+        rewards,
+        next_obs,
+        terminals.astype(np.float32),
         None if costs is None else np.asarray(costs, np.float32),
     )
     return buf

@@ -79,14 +79,22 @@ def robot_factory(registry: Registry, robot_cfg: Mapping[str, Any]) -> Callable[
     return lambda: factory(robot_cfg)
 
 
-def make_env(registry: Registry, cfg: Mapping[str, Any], seed: int | None = None) -> gym.Env:
-    """One env (robot when `robot` is configured, else `env`), with episode statistics."""
+def make_env(
+    registry: Registry,
+    cfg: Mapping[str, Any],
+    seed: int | None = None,
+    learned_reward: bool = True,
+) -> gym.Env:
+    """One env (robot when `robot` is configured, else `env`), with episode statistics;
+    `learned_reward=False` leaves out `reward=` (evaluation measures the task itself)."""
     robot_cfg = cfg.get("robot")
     if robot_cfg:
         maker = robot_factory(registry, robot_cfg)
     else:
         maker = env_factory(registry, cfg["env"])
-    env = gym.wrappers.RecordEpisodeStatistics(with_learned_reward(registry, cfg, maker)())
+    if learned_reward:
+        maker = with_learned_reward(registry, cfg, maker)
+    env = gym.wrappers.RecordEpisodeStatistics(maker())
     if seed is not None:
         env.action_space.seed(seed)
     return env

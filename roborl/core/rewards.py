@@ -11,7 +11,13 @@ also ends the episode. `LearnedReward` does that for any `RewardModel`:
   still ends the episode, but as a truncation unless `keep_env_termination=true`, so nothing
   the robot could not know enters the critic's targets;
 - `info["env_reward"]` keeps the env's reward and `info["learned_success"]` the model's
-  verdict; `info["success"]` stays the env's, so evaluation still reports the true success.
+  verdict; `info["success"]` stays the env's.
+
+Demonstrations (`demos=`) are relabelled the same way (`relabel`), so demo rows and online rows
+carry one reward: before, demos kept the reward stored with them (e.g. a sim task's dense
+reward) beside the classifier's 0/1 online. Evaluation in simulation runs without the model
+(`make_env(..., learned_reward=False)`): it measures the task, the env's own reward, success
+and termination, not the classifier's verdict.
 """
 
 from __future__ import annotations
@@ -89,6 +95,34 @@ def with_learned_reward(
         return LearnedReward(maker(), build_reward_model(registry, options), terminate, keep_term)
 
     return make
+
+
+def relabel(
+    model: RewardModel,
+    next_observations: Any,
+    env_terminals: np.ndarray,
+    options: Mapping[str, Any],
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Rewards and terminal flags for stored transitions, as `LearnedReward.step` labels online
+    ones: the model's reward on each next observation; terminal where it says success (with
+    `terminate_on_success`) or, with `keep_env_termination`, where the env ended the episode
+    (otherwise an env termination is a truncation: not terminal). Returns (rewards, terminals,
+    successes)."""
+    terminate = bool(options.get("terminate_on_success", True))
+    keep_term = bool(options.get("keep_env_termination", False))
+    n = len(env_terminals)
+    rewards = np.zeros(n, np.float32)
+    success = np.zeros(n, bool)
+    for i in range(n):
+        if isinstance(next_observations, Mapping):
+            obs = {k: np.asarray(v[i]) for k, v in next_observations.items()}
+        else:
+            obs = np.asarray(next_observations[i])
+        r, ok = model(obs)
+        rewards[i] = float(np.asarray(r).item())
+        success[i] = bool(np.asarray(ok).item())
+    terminals = (success & terminate) | (np.asarray(env_terminals, bool) & keep_term)
+    return rewards, terminals, int(success.sum())
 
 
 class LearnedReward(gym.Wrapper):

@@ -227,12 +227,13 @@ def render_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def make_recording_env(registry: Any, cfg: Mapping[str, Any], seed: int | None) -> EpisodeRecorder:
-    """The config's env, rendering RGB frames, wrapped in an (unarmed) `EpisodeRecorder`."""
+    """The config's env, rendering RGB frames, wrapped in an (unarmed) `EpisodeRecorder`;
+    without `reward=`'s model, as every evaluation in simulation."""
     from roborl.core.envs import make_env
 
     env_id = (cfg.get("env") or {}).get("id")
     try:
-        env = make_env(registry, render_config(cfg), seed)
+        env = make_env(registry, render_config(cfg), seed, learned_reward=False)
     except TypeError as exc:  # a plugin's env factory without a render_mode argument
         raise ConfigError(
             f"env {env_id!r} cannot render video frames: its factory rejected "

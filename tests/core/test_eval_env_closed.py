@@ -25,8 +25,8 @@ def test_eval_env_is_closed_when_the_run_ends(
 
     make_env = TrainContext.make_env
 
-    def recording_make_env(self: TrainContext, seed: int | None = None) -> gym.Env:
-        env = Recorder(make_env(self, seed))
+    def recording_make_env(self: TrainContext, seed: int | None = None, **kw) -> gym.Env:
+        env = Recorder(make_env(self, seed, **kw))
         made.append(env)
         return env
 

@@ -137,6 +137,55 @@ def test_offpolicy_loop_samples_half_demos_and_adds_interventions(tmp_path, monk
     assert not bool(demo_buf.extras["intervened"][:200].any())
 
 
+class _UprightReward:
+    """A reward model as a plugin ships one: success (reward 1) when the pendulum is near
+    upright (cos theta > 0.9), else 0."""
+
+    from roborl.core.hookspecs import hookimpl
+
+    @hookimpl
+    def roborl_rewards(self):
+        def make():
+            return lambda obs: (float(obs[0] > 0.9), bool(obs[0] > 0.9))
+
+        return {"upright": make}
+
+
+def test_learned_reward_relabels_demos_and_evaluation_measures_the_task(tmp_path, monkeypatch):
+    """With reward=, demo rows carry the model's reward and terminal flags (computed on each
+    next observation), not the env's dense reward they were recorded with; evaluation runs
+    on the env's own reward and termination."""
+    demos_path = _pendulum_demos(tmp_path / "demos.npz")
+    stored = load_file(demos_path)
+    seen = []
+
+    def spy_load(*args, **kw):
+        buf = load_demo_buffer(*args, **kw)
+        seen.append(buf)
+        return buf
+
+    monkeypatch.setattr(offpolicy, "load_demo_buffer", spy_load)
+    host = PluginHost()
+    host.load_entry_points()
+    host.add_plugin(_UprightReward(), "upright_reward")
+    cfg = {
+        "algo": {"name": "sac", "batch_size": 32},
+        "env": {"id": "Pendulum-v1"}, "reward": {"name": "upright"},
+        "total_steps": 60, "learning_starts": 50, "eval_every": 60, "eval_episodes": 1,
+        "checkpoint_every": 60, "log_every": 60, "progress": False,
+        "demos": str(demos_path), "demo_fraction": 0.5,
+    }  # fmt: skip
+    summary = Runner(cfg, tmp_path / "run", host).execute()
+    (buf,) = seen
+    upright = np.asarray(stored.next_observations)[:, 0] > 0.9
+    rewards = buf.rewards[: len(stored)].cpu().numpy()
+    np.testing.assert_array_equal(rewards, upright.astype(np.float32))
+    np.testing.assert_array_equal(buf.terminated[: len(stored)].cpu().numpy() > 0, upright)
+    assert np.asarray(stored.rewards).min() < -1.0  # what they were recorded with: dense
+    # Pendulum's own return is negative; the model's reward is never below 0.
+    assert summary["final_eval_return"] < 0.0, summary
+
+
 def test_demos_of_another_task_are_refused_before_training(tmp_path):
     demos_path = _pendulum_demos(tmp_path / "demos.npz")  # 3-D observations
     host = PluginHost()
