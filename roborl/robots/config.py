@@ -27,7 +27,7 @@ from roborl.core.errors import ConfigError
 FIELDS = ("position", "velocity", "effort")
 INTERFACES = ("forward", "trajectory", "twist")
 TERMINATE_KEYS = ("joint", "abs_above")
-RESET_KEYS = ("mode", "topic", "service", "wait_s", "timeout_s", "home", "duration_s", "tolerance")
+RESET_MODES = ("wait", "topic", "operator", "home", "service")
 
 
 @dataclass
@@ -105,6 +105,48 @@ class SecurityConfig:
 
 
 @dataclass
+class ResetConfig:
+    """Between episodes: how the robot gets back to a start state. `home` moves the robot, so
+    its keys are validated here like the safety limits (the pose itself against the limits
+    when the env starts)."""
+
+    mode: str = field(
+        default="wait",
+        metadata={
+            "choices": list(RESET_MODES),
+            "help": "wait | topic (publish Bool on `topic`) | operator (Enter on stdin) | "
+            "home (move to `home`) | service (std_srvs/Trigger `service`)",
+        },
+    )
+    topic: str = field(default="/sim_robot/reset", metadata={"help": "mode=topic"})
+    service: str = field(default="/sim_robot/reset", metadata={"help": "mode=service"})
+    wait_s: float = field(default=0.0, metadata=rng(0.0, None, "pause after the reset"))
+    timeout_s: float = field(
+        default=10.0, metadata=rng(0.0, None, "service answer / reaching home, at most")
+    )
+    home: list[float] | None = field(
+        default=None, metadata={"help": "mode=home: one position per commanded joint"}
+    )
+    duration_s: float = field(
+        default=2.0, metadata=rng(0.0, None, "mode=home: the interpolated move's length")
+    )
+    tolerance: float = field(
+        default=0.05, metadata=rng(0.0, None, "mode=home: how close counts as home")
+    )
+
+    def __post_init__(self) -> None:
+        for key in ("timeout_s", "duration_s", "tolerance"):
+            _positive(getattr(self, key), f"robot.reset.{key}")
+        if not math.isfinite(self.wait_s):
+            raise ConfigError(f"robot.reset.wait_s={self.wait_s!r} must be a finite number.")
+        if self.mode == "home" and self.home is None:
+            raise ConfigError(
+                "robot.reset.mode=home needs robot.reset.home: one position per commanded "
+                "joint, inside robot.safety.low/high."
+            )
+
+
+@dataclass
 class RobotConfig:
     """`robot=ros2` and its presets. See configs/robot/ros2.yaml for the sim-robot pendulum."""
 
@@ -148,10 +190,7 @@ class RobotConfig:
     terminate: dict[str, Any] | None = field(
         default=None, metadata={"help": "{joint, abs_above}: end the episode past a bound"}
     )
-    reset: dict[str, Any] = field(
-        default_factory=lambda: {"mode": "wait", "wait_s": 0.0},
-        metadata={"help": "between episodes: wait | topic | operator | home | service"},
-    )
+    reset: ResetConfig = field(default_factory=ResetConfig)
     cameras: list[Any] = field(default_factory=list, metadata={"help": "sensor_msgs/Image"})
     intervention: dict[str, Any] | None = field(
         default=None, metadata={"help": "a person's teleop topic (roborl.robots.intervention)"}
@@ -190,7 +229,6 @@ class RobotConfig:
         self._check_safety(len(commanded))
         if self.terminate is not None:
             _known_keys(self.terminate, TERMINATE_KEYS, "robot.terminate")
-        _known_keys(self.reset, RESET_KEYS, "robot.reset")
 
     @property
     def commanded_joints(self) -> list[str]:
@@ -252,6 +290,7 @@ NESTED = {
     "safety": RobotSafetyConfig,
     "estop": EstopConfig,
     "security": SecurityConfig,
+    "reset": ResetConfig,
 }
 
 

@@ -47,7 +47,6 @@ from roborl.robots.intervention import make_teleop
 from roborl.robots.safety import SafetyConfig, SafetyLayer
 
 log = logging.getLogger("roborl.robots.env")
-RESET_MODES = ("wait", "topic", "operator", "home", "service")
 
 
 def robot_observation_space(driver: Ros2Driver) -> gym.Space:
@@ -120,14 +119,12 @@ class RobotEnv(gym.Env):
                 )
             self._term_idx = self.driver.joints.index(joint)
             self._term_bound = float(term.get("abs_above", np.inf))
-        self.reset_cfg = dict(self.cfg.get("reset") or {"mode": "wait", "wait_s": 0.0})
-        mode = self.reset_cfg.get("mode", "wait")
-        if mode not in RESET_MODES:
-            raise ConfigError(f"robot.reset.mode={mode!r}: accepted are {', '.join(RESET_MODES)}.")
+        self.reset_cfg = dict(self.cfg["reset"])  # validated, defaults filled (ResetConfig)
+        mode = self.reset_cfg["mode"]
         if mode == "home" or self.safety.config.hold == "last":
             self._position_index()  # validates that the commanded joints' positions are observed
         if mode == "home":
-            self._home = self._check_home(self.reset_cfg.get("home"))
+            self._home = self._check_home(self.reset_cfg["home"])
         self.teleop = make_teleop(self.cfg, n_cmd)
         episode_cfg = EpisodeConfig.parse(self.cfg.get("episode"))
         if episode_cfg.success_key is not None and mode == "operator":
@@ -149,10 +146,8 @@ class RobotEnv(gym.Env):
             self.teleop.attach(self.driver.transport)
         self.episode = EpisodeControl(episode_cfg, self.driver.transport)
         self._reset_pub = None
-        if self.reset_cfg.get("mode") == "topic":
-            self._reset_pub = self.driver._transport.publisher(
-                self.reset_cfg.get("topic", "/sim_robot/reset"), msgs.Bool
-            )
+        if self.reset_cfg["mode"] == "topic":
+            self._reset_pub = self.driver._transport.publisher(self.reset_cfg["topic"], msgs.Bool)
         # With `use_sim_time` (a ROS parameter of the driver node) steps tick on the node's
         # clock, i.e. /clock: `rate_hz` per sim second, and no step while the sim stands still.
         self.sim_time = bool(
@@ -207,9 +202,9 @@ class RobotEnv(gym.Env):
         command through the safety layer, then hold home until the robot is within tolerance."""
         start = self.commanded_positions()
         self.safety.set_last(start)
-        steps = max(1, int(np.ceil(float(self.reset_cfg.get("duration_s", 2.0)) * self.rate_hz)))
-        tolerance = float(self.reset_cfg.get("tolerance", 0.05))
-        timeout = float(self.reset_cfg.get("timeout_s", 10.0))
+        steps = max(1, int(np.ceil(float(self.reset_cfg["duration_s"]) * self.rate_hz)))
+        tolerance = float(self.reset_cfg["tolerance"])
+        timeout = float(self.reset_cfg["timeout_s"])
         targets = [start + (self._home - start) * (k / steps) for k in range(1, steps + 1)]
         deadline = None
         self._next_tick = self._clock()
@@ -296,7 +291,7 @@ class RobotEnv(gym.Env):
             )
         self._await_enable()
         self.safety.send_hold()
-        mode = self.reset_cfg.get("mode", "wait")
+        mode = self.reset_cfg["mode"]
         if mode == "topic" and self._reset_pub is not None:
             self._reset_pub(msgs.Bool(data=True))
         elif mode == "operator":
@@ -306,10 +301,10 @@ class RobotEnv(gym.Env):
         elif mode == "service":
             call_trigger(
                 self.driver.transport,
-                str(self.reset_cfg.get("service") or "/sim_robot/reset"),
-                float(self.reset_cfg.get("timeout_s", 10.0)),
+                str(self.reset_cfg["service"]),
+                float(self.reset_cfg["timeout_s"]),
             )
-        time.sleep(float(self.reset_cfg.get("wait_s", 0.05)))
+        time.sleep(float(self.reset_cfg["wait_s"]))
         obs = self._fresh_obs(time.monotonic(), float(self.cfg["connect_timeout_s"]))
         self.episode.start()
         self._steps = 0

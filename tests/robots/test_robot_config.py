@@ -48,6 +48,11 @@ def with_(**changes) -> dict:
         (with_(transport="zmq"), ["robot.transport='zmq'"]),
         (with_(estop={"clear": "anyone"}), ["robot.estop.clear='anyone'", "service, none"]),
         (with_(reset={"mode": "wait", "wiat_s": 1}), ["robot.reset.wiat_s", "wait_s"]),
+        (with_(reset={"mode": "teleport"}), ["robot.reset.mode='teleport'", "home"]),
+        (with_(reset={"mode": "home"}), ["robot.reset.mode=home", "robot.reset.home"]),
+        (with_(reset={"timeout_s": 0.0}), ["robot.reset.timeout_s=0.0", "> 0"]),
+        (with_(reset={"duration_s": float("nan")}), ["robot.reset.duration_s"]),
+        (with_(reset={"wait_s": -1.0}), ["robot.reset.wait_s"]),
         (with_(terminate={"joint": "hinge", "abs_abve": 0.2}), ["robot.terminate.abs_abve"]),
     ],
 )
@@ -65,6 +70,7 @@ def test_defaults_come_from_the_dataclass_only() -> None:
     assert cfg["rate_hz"] == RobotConfig.rate_hz == 50.0
     assert cfg["safety"]["low"] == [-1.0] and cfg["safety"]["high"] == [1.0]
     assert cfg["estop"] == {"clear": "service"}
+    assert cfg["reset"]["mode"] == "wait" and cfg["reset"]["wait_s"] == 0.0
     assert robot_config_dict(cfg) == cfg  # idempotent: a filled config validates unchanged
 
 
