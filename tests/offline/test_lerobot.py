@@ -319,3 +319,37 @@ def test_takeover_rows_of_a_lerobot_dataset_reach_the_demo_buffer():
     buf = load_demo_buffer(ctx, space, gym.spaces.Box(-1, 1, (2,), np.float32))
     assert buf is not None and len(buf) == len(ds) == 14
     assert np.flatnonzero(np.asarray(buf.extras["intervened"][:14])).tolist() == [1, 2, 10]
+
+
+def test_image_features_embedded_as_png_read_like_videos(tmp_path):
+    """LeRobot's other camera storage, dtype ``image``: PNG bytes inside the parquet file (as
+    `datasets.Image` embeds them). Made here from roborl_written's video, since the fixture
+    LeRobot wrote has videos only."""
+    import io
+
+    import pyarrow as pa
+    from PIL import Image
+
+    root = _broken(tmp_path)
+    frames, _ = decode(root / "videos/observation.images.image/chunk-000/file-000.mp4")
+    shutil.rmtree(root / "videos")
+    pngs = []
+    for frame in frames:
+        buf = io.BytesIO()
+        Image.fromarray(frame).save(buf, format="PNG")
+        pngs.append({"bytes": buf.getvalue(), "path": None})
+    data = root / "data/chunk-000/file-000.parquet"
+    table = pq.read_table(data)
+    column = pa.array(pngs, pa.struct([("bytes", pa.binary()), ("path", pa.string())]))
+    pq.write_table(table.append_column("observation.images.image", column), data)
+    info = json.loads((root / S.INFO_PATH).read_text())
+    info["features"]["observation.images.image"] = {
+        "dtype": "image", "shape": [16, 16, 3], "names": ["height", "width", "channels"],
+    }  # fmt: skip
+    _edit_info(root, features=info["features"], video_path=None)
+    ds = load_lerobot(root)
+    via_video = load_lerobot(ROBORL_WRITTEN)
+    np.testing.assert_array_equal(ds.observations["image"], via_video.observations["image"])
+    np.testing.assert_array_equal(
+        ds.next_observations["image"], via_video.next_observations["image"]
+    )
