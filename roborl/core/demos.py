@@ -6,7 +6,9 @@ images allowed) is loaded into its own `ReplayBuffer`, and every update batch ta
 "symmetric sampling" of RLPD (Ball et al., 2023, "Efficient Online Reinforcement Learning with
 Offline Data", Sec. 4.1: half of each batch from the offline data, half online), which SERL and
 HIL-SERL use with demonstrations as the offline data. Demo rows are marked in
-``Batch.extras["is_demo"]`` so an algorithm can treat them apart (RLPD's critic minibatches).
+``Batch.extras["is_demo"]`` so an algorithm can treat them apart (RLPD's critic minibatches);
+rows a recording marks as a person's takeover (metadata ``intervened_rows``, or a
+LeRobotDataset's ``complementary_info.is_intervention``) carry ``extras["intervened"]``.
 
 Transitions a person took over (``Chunk.extras["intervened"]``, from a robot's teleop channel)
 are also added to the demo buffer, as HIL-SERL (Luo et al., 2024, Sec. III-B) adds intervention
@@ -81,6 +83,8 @@ def load_demo_buffer(
             "demos=%s: %d transitions relabelled by reward=%s (%d successes)",
             path, len(ds), options["name"], successes,
         )  # fmt: skip
+    intervened = np.zeros(len(ds), np.bool_)
+    intervened[np.asarray(ds.metadata.get("intervened_rows") or [], np.int64)] = True
     buf.extend(
         _obs_like(ds.observations, observation_space),
         np.asarray(ds.actions, np.float32).reshape(len(ds), *action_space.shape),
@@ -88,6 +92,7 @@ def load_demo_buffer(
         next_obs,
         terminals.astype(np.float32),
         None if costs is None else np.asarray(costs, np.float32),
+        {"intervened": intervened},
     )
     return buf
 

@@ -7,6 +7,7 @@ against these specs when the plugin is registered, so a typo is reported with th
 
 Version 2 (issue 18): a loop is ``loop(ctx: TrainContext)`` (it was ``loop(runner, ckpt)``),
 `Algorithm.loop` names it, and `roborl_collectors` was added. 2.1 (issue 20): `roborl_rewards`.
+2.2 (issue 36): `roborl_dataset_writers`.
 
 Versioning: the major number changes when a hook is removed or its arguments change; a plugin
 may declare ``ROBORL_HOOKSPEC_VERSION = "2"`` and is refused (with its name) on a mismatch.
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from roborl.core.loops.collectors import Collector
 
 PROJECT_NAME = "roborl"
-HOOKSPEC_VERSION = "2.1"
+HOOKSPEC_VERSION = "2.2"
 
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
@@ -58,6 +59,14 @@ def roborl_loggers() -> Mapping[str, type]:
 @hookspec
 def roborl_dataset_sources() -> Mapping[str, Callable[..., Any]]:
     """Dataset loaders by format name: ``loader(path, **options) -> dataset``."""
+
+
+@hookspec
+def roborl_dataset_writers() -> Mapping[str, Callable[..., Any]]:
+    """Dataset writers by scheme: ``writer(dataset, target) -> Path`` writes an `out=` of the
+    form ``SCHEME:TARGET`` (``minari:ID``, ``lerobot:DIR``); plain ``*.npz``/``*.hdf5`` paths
+    are core's own. Why a hook: `roborl demos record` and `roborl dataset` reach a format
+    that a plugin provides by name, without importing that plugin."""
 
 
 @hookspec
@@ -125,6 +134,7 @@ PROVIDER_HOOKS = {
     "roborl_robots": "robots",
     "roborl_loggers": "loggers",
     "roborl_dataset_sources": "dataset_sources",
+    "roborl_dataset_writers": "dataset_writers",
     "roborl_cli_commands": "commands",
     "roborl_loops": "loops",
     "roborl_collectors": "collectors",

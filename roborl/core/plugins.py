@@ -48,6 +48,7 @@ class Registry:
     robots: dict[str, Any] = field(default_factory=dict)
     loggers: dict[str, Any] = field(default_factory=dict)
     dataset_sources: dict[str, Any] = field(default_factory=dict)
+    dataset_writers: dict[str, Any] = field(default_factory=dict)
     commands: dict[str, Any] = field(default_factory=dict)
     loops: dict[str, Any] = field(default_factory=dict)
     collectors: dict[str, Any] = field(default_factory=dict)
@@ -207,7 +208,10 @@ class PluginHost:
                         f"{owner}: {kind[:-1]} {name!r} is {obj!r}, not a subclass of "
                         f"{base.__module__}.{base.__name__}"
                     )
-        kinds = ("envs", "robots", "dataset_sources", "commands", "loops", "collectors", "rewards")
+        kinds = (
+            "envs", "robots", "dataset_sources", "dataset_writers", "commands", "loops",
+            "collectors", "rewards",
+        )  # fmt: skip
         for kind in kinds:
             for name, obj in getattr(self.registry, kind).items():
                 if not callable(obj):

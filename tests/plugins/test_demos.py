@@ -3,6 +3,7 @@ interventions routed to the demo buffer (HIL-SERL)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import gymnasium as gym
@@ -232,3 +233,35 @@ def test_record_keeps_finished_episodes_when_interrupted(tmp_path):
     assert summary["interrupted"] and summary["episodes"] == 1
     path = ds.save(tmp_path / "d.npz")
     assert len(load_file(path)) == 20
+
+
+def test_demos_record_cli_writes_a_lerobot_dataset(tmp_path):
+    """out=lerobot:DIR: camera frames as video, the task string, success per frame; the
+    directory loads back through demos=/dataset= as the same transitions."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    proc = roborl(
+        "demos", "record", "out=lerobot:demos", "episodes=2", "env=tabletop_reach_pixels",
+        "env.kwargs.image_size=16", "seed=100", "task=reach the red block", cwd=tmp_path,
+    )  # fmt: skip
+    assert "2 episodes" in proc.stdout
+    root = tmp_path / "demos"
+    info = json.loads((root / "meta" / "info.json").read_text())
+    assert info["fps"] == 10 and info["features"]["observation.images.image"]["dtype"] == "video"
+    assert (root / "videos/observation.images.image/chunk-000/file-000.mp4").is_file()
+    assert pq.read_table(root / "meta/tasks.parquet").column(1).to_pylist() == [
+        "reach the red block"
+    ]
+    frames = pq.read_table(root / "data/chunk-000/file-000.parquet").to_pydict()
+    host = PluginHost()
+    host.load_entry_points()
+    ds = host.registry.dataset_sources["lerobot"](str(root))
+    assert len(frames["index"]) == len(ds) + 2
+    success = [
+        s
+        for s, f in zip(frames["next.success"], frames["complementary_info.final_observation"])
+        if not f
+    ]
+    assert np.flatnonzero(success).tolist() == ds.metadata["success_rows"]
+    assert ds.metadata["task"] == "reach the red block" and ds.metadata["policy"] == "expert"
+    assert "complementary_info.is_intervention" in frames  # sims report no takeovers: all False
+    assert not any(frames["complementary_info.is_intervention"])

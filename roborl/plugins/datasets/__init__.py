@@ -1,4 +1,5 @@
-"""Dataset sources (D4RL-style NPZ/HDF5, Minari) and the `roborl dataset` command."""
+"""Dataset sources and writers (D4RL-style NPZ/HDF5, Minari, LeRobotDataset v3) and the
+`roborl dataset` command."""
 
 from __future__ import annotations
 
@@ -6,11 +7,17 @@ from collections.abc import Callable
 from typing import Any
 
 from roborl.core.hookspecs import hookimpl
-from roborl.plugins.datasets.sources import load_hdf5_source, load_minari_source, load_npz_source
+from roborl.plugins.datasets.lerobot import load_lerobot_source, save_lerobot
+from roborl.plugins.datasets.sources import (
+    load_hdf5_source,
+    load_minari_source,
+    load_npz_source,
+    save_minari,
+)
 
 
 def _cmd_dataset(argv: list[str]) -> int:
-    """build, inspect and corrupt offline datasets: roborl dataset collect|info|corrupt"""
+    """build, inspect, convert and corrupt datasets: roborl dataset collect|info|convert|corrupt"""
     from roborl.plugins.datasets.cli import main
 
     return main(argv)
@@ -18,7 +25,17 @@ def _cmd_dataset(argv: list[str]) -> int:
 
 @hookimpl
 def roborl_dataset_sources() -> dict[str, Any]:
-    return {"npz": load_npz_source, "hdf5": load_hdf5_source, "minari": load_minari_source}
+    return {
+        "npz": load_npz_source,
+        "hdf5": load_hdf5_source,
+        "minari": load_minari_source,
+        "lerobot": load_lerobot_source,
+    }
+
+
+@hookimpl
+def roborl_dataset_writers() -> dict[str, Callable[..., Any]]:
+    return {"minari": save_minari, "lerobot": save_lerobot}
 
 
 @hookimpl

@@ -1,4 +1,4 @@
-"""`roborl dataset collect|info|corrupt` with ``key=value`` arguments (Hydra's grammar)."""
+"""`roborl dataset collect|info|convert|corrupt` with ``key=value`` arguments (Hydra's grammar)."""
 
 from __future__ import annotations
 
@@ -10,16 +10,19 @@ from roborl.core.datasets import OfflineDataset
 from roborl.core.errors import ConfigError, DatasetError
 
 USAGE = """usage:
-  roborl dataset collect env=ENV out=PATH [key=value ...]
-        (out=*.npz|*.hdf5, or out=minari:DATASET_ID for a Minari dataset)
+  roborl dataset collect env=ENV out=OUT [key=value ...]
   roborl dataset info PATH
-  roborl dataset corrupt in=PATH out=PATH field=obs|action|reward|dynamics [key=value ...]
+  roborl dataset convert in=PATH out=OUT [task=TEXT] [fps=N]
+  roborl dataset corrupt in=PATH out=OUT field=obs|action|reward|dynamics [key=value ...]
+
+  PATH: *.npz, *.hdf5, a Minari dataset directory or id, a LeRobotDataset v3 directory
+  OUT:  *.npz, *.hdf5, minari:DATASET_ID, lerobot:DIR (a new LeRobotDataset v3 directory)
 """
 
 # Meanings of the keys; the defaults are read from `collect`'s and `corrupt`'s signatures.
 COLLECT_HELP = {
     "env": "env config name (hopper, safe_point_goal) or a Gymnasium id (required)",
-    "out": "output: *.npz, *.hdf5 or minari:DATASET_ID (required)",
+    "out": "output: *.npz, *.hdf5, minari:DATASET_ID or lerobot:DIR (required)",
     "quality": "random|medium|expert|medium-replay|medium-expert|safe-mixed (D4RL recipe)",
     "policy": "sac (train one), random, a CHECKPOINT path, or a checkpoint-free ALGO",
     "steps": "transitions recorded (medium-replay: the training run's, up to medium)",
@@ -31,6 +34,12 @@ COLLECT_HELP = {
     "ref_expert": "expert reference return (null: the trained expert's own return)",
     "cost_limits": "safe-mixed: SAC-Lagrangian cost budgets (null: [5, 25])",
     "algo.KEY": "config of the expert's algorithm (roborl train algo=NAME --help)",
+}
+CONVERT_HELP = {
+    "in": "input dataset (required)",
+    "out": "output (required)",
+    "task": "LeRobotDataset task string (default: the input's, else 'roborl')",
+    "fps": "LeRobotDataset frame rate (default: the input's, else 30)",
 }
 CORRUPT_HELP = {
     "in": "input dataset (required)",
@@ -62,7 +71,7 @@ def _signature_lines(fn: Any, helps: dict[str, str], skip: tuple[str, ...]) -> l
 
 
 def help_text() -> str:
-    from roborl.core.help import section
+    from roborl.core.help import key_line, section
     from roborl.plugins.datasets.collect import collect
     from roborl.plugins.datasets.corruption import corrupt
 
@@ -70,6 +79,14 @@ def help_text() -> str:
         USAGE
         + "\n"
         + section("collect keys", _signature_lines(collect, COLLECT_HELP, ()))
+        + "\n"
+        + section(
+            "convert keys",
+            [
+                key_line(k, "REQUIRED" if k in ("in", "out") else None, t)
+                for k, t in CONVERT_HELP.items()
+            ],
+        )
         + "\n"
         + section("corrupt keys", _signature_lines(corrupt, CORRUPT_HELP, ()))
     )
@@ -99,20 +116,28 @@ def load_any(path: str) -> OfflineDataset:
         return loader(path)
     raise DatasetError(
         f"no dataset source accepts {path!r}: give a .npz/.hdf5 file, a Minari dataset "
-        "directory, or a Minari dataset id under $MINARI_DATASETS_PATH."
+        "directory or id under $MINARI_DATASETS_PATH, or a LeRobotDataset v3 directory."
     )
 
 
 def save_any(ds: OfflineDataset, out: str) -> str:
-    if out.startswith("minari:"):
-        from roborl.plugins.datasets.sources import save_minari
+    """Write through the registry's dataset writers (`out=minari:ID`, `out=lerobot:DIR`)."""
+    from roborl.core.dataset_io import save_dataset
+    from roborl.core.plugins import get_host
 
-        return str(save_minari(ds, out[len("minari:") :]))
-    return str(ds.save(out))
+    return str(save_dataset(ds, out, get_host().registry.dataset_writers))
+
+
+def check_out(out: str) -> None:
+    """Refuse an unwritable `out=` before collecting or converting anything."""
+    from roborl.core.dataset_io import check_target
+    from roborl.core.plugins import get_host
+
+    check_target(out, get_host().registry.dataset_writers)
 
 
 def main(argv: list[str]) -> int:
-    """build, inspect and corrupt offline datasets: roborl dataset collect|info|corrupt"""
+    """build, inspect, convert and corrupt datasets: roborl dataset collect|info|convert|corrupt"""
     if not argv or any(a in ("-h", "--help") for a in argv):
         print(help_text())
         return 0 if argv else 2
@@ -141,6 +166,7 @@ def main(argv: list[str]) -> int:
             raise ConfigError(
                 f"unknown collect argument(s) {sorted(bad)}; accepted: {sorted(known)}."
             )
+        check_out(out)
         ds = collect(env, algo_overrides=algo_over, log=lambda m: print(m, file=sys.stderr), **args)
         path = save_any(ds, out)
         info = ds.info()
@@ -149,18 +175,39 @@ def main(argv: list[str]) -> int:
             f"return mean {info['return_mean']:.1f}, reference returns {ds.reference_returns}"
         )
         return 0
+    if cmd == "convert":
+        src, out = args.pop("in", None), args.pop("out", None)
+        if not src or not out:
+            raise ConfigError(f"`roborl dataset convert` needs in= and out=.\n{USAGE}")
+        bad = set(args) - set(CONVERT_HELP)
+        if bad:
+            raise ConfigError(
+                f"unknown convert argument(s) {sorted(bad)}; accepted: {sorted(CONVERT_HELP)}."
+            )
+        check_out(str(out))
+        ds = load_any(str(src))
+        meta: dict[str, Any] = {k: args[k] for k in ("task", "fps") if args.get(k) is not None}
+        if "task" in meta:  # one task for every episode, over a multi-task input's own
+            meta["tasks"] = meta["episode_task_index"] = None
+        if meta:
+            ds = ds.replace(metadata=meta)
+        path = save_any(ds, str(out))
+        print(f"wrote {path}: {len(ds)} transitions, {len(ds.episode_lengths())} episodes")
+        return 0
     if cmd == "corrupt":
         from roborl.plugins.datasets.corruption import corrupt
 
         src, out = args.pop("in", None), args.pop("out", None)
         if not src or not out or "field" not in args:
             raise ConfigError(f"`roborl dataset corrupt` needs in=, out= and field=.\n{USAGE}")
+        check_out(str(out))
         ds = corrupt(load_any(str(src)), **args)
         path = save_any(ds, str(out))
         print(f"wrote {path}: {ds.metadata['corruption']}")
         return 0
     raise ConfigError(
-        f"unknown `roborl dataset` command {cmd!r}; accepted: collect, info, corrupt.\n{USAGE}"
+        f"unknown `roborl dataset` command {cmd!r}; accepted: collect, info, convert, "
+        f"corrupt.\n{USAGE}"
     )
 
 

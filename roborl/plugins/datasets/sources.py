@@ -134,10 +134,10 @@ def _episode_observations(raw: Any, path: str, episode: int) -> Any:
     return o
 
 
-def _refuse_broken_continuity(dataset: OfflineDataset, dataset_id: str) -> None:
-    """Minari stores one observation sequence per episode, so s'_t must equal s_{t+1} inside
-    an episode; corrupted observations or dynamics (RIQL's protocol) break that and would be
-    silently rewritten. Refuse rather than lose them."""
+def refuse_broken_continuity(dataset: OfflineDataset, target: str, layout: str) -> None:
+    """Minari and LeRobotDataset store one observation sequence per episode, so s'_t must equal
+    s_{t+1} inside an episode; corrupted observations or dynamics (RIQL's protocol) break that
+    and would be silently rewritten. Refuse rather than lose them."""
     done = dataset.terminals | dataset.timeouts
     n = len(dataset)
     if n < 2:
@@ -146,10 +146,10 @@ def _refuse_broken_continuity(dataset: OfflineDataset, dataset_id: str) -> None:
     gap = rows_differ(nxt, index_obs(dataset.observations, slice(1, None))) & ~done[:-1]
     if gap.any():
         raise DatasetError(
-            f"cannot write Minari dataset {dataset_id!r}: at {int(gap.sum())} transitions the "
-            "next observation differs from the next row's observation inside an episode "
-            "(corrupted observations or dynamics?), which Minari's one-sequence-per-episode "
-            "layout cannot hold. Write out=*.npz or *.hdf5 instead."
+            f"cannot write {target}: at {int(gap.sum())} transitions the next observation "
+            "differs from the next row's observation inside an episode (corrupted "
+            f"observations or dynamics?), which {layout}'s one-sequence-per-episode layout "
+            "cannot hold. Write out=*.npz or *.hdf5 instead."
         )
 
 
@@ -158,7 +158,7 @@ def save_minari(dataset: OfflineDataset, dataset_id: str, env: Any = None) -> Pa
     import minari
     from minari.data_collector.episode_buffer import EpisodeBuffer
 
-    _refuse_broken_continuity(dataset, dataset_id)
+    refuse_broken_continuity(dataset, f"Minari dataset {dataset_id!r}", "Minari")
     buffers = []
     for sl in dataset.episodes():
         o = index_obs(dataset.observations, sl)

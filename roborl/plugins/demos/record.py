@@ -2,8 +2,11 @@
 
 The dataset is roborl's D4RL-style format (`OfflineDataset`: NPZ or HDF5, Dict observations
 with uint8 camera frames kept uint8), so `roborl train demos=PATH` and `roborl reward train
-data=PATH` read it like any other. Per-step success (the env's ``info["success"]``) goes into
-the metadata as ``success_rows`` (row indices), the labels the success classifier trains on.
+data=PATH` read it like any other; ``out=lerobot:DIR`` writes the same transitions as a
+LeRobotDataset. Per-step success (the env's ``info["success"]``) goes into the metadata as
+``success_rows`` (row indices), the labels the success classifier trains on, and the steps a
+person took over (``info["intervened"]``, from a robot's teleop channel) as
+``intervened_rows``; ``fps`` (the env's control rate) and ``task`` describe the recording.
 
 Where actions come from (`policy=`):
 - ``expert``: the env's scripted ``expert_action(noise=)`` (RoborlTabletop has one);
@@ -112,6 +115,7 @@ def _episode(env: gym.Env, act: Act, seed: int) -> dict[str, Any]:
     obs, _ = env.reset(seed=seed)
     rows: dict[str, list[Any]] = {k: [] for k in ("obs", "next", "act", "rew", "term", "tout")}
     success: list[bool] = []
+    intervened: list[bool] = []
     done = False
     while not done:
         action = act(obs)
@@ -122,6 +126,7 @@ def _episode(env: gym.Env, act: Act, seed: int) -> dict[str, Any]:
         for key, value in zip(rows, (obs, nxt, action, rew, term, trunc)):
             rows[key].append(copy_obs(value) if key in ("obs", "next") else value)
         success.append(bool(info.get("success", False)))
+        intervened.append(bool(info.get("intervened", False)))
         obs, done = nxt, bool(term or trunc)
     return {
         "observations": stack_obs(rows["obs"]),
@@ -131,6 +136,7 @@ def _episode(env: gym.Env, act: Act, seed: int) -> dict[str, Any]:
         "terminals": np.asarray(rows["term"], bool),
         "timeouts": np.asarray(rows["tout"], bool),
         "success": np.asarray(success, bool),
+        "intervened": np.asarray(intervened, bool),
     }
 
 
@@ -140,9 +146,20 @@ def _concat(parts: list[Any]) -> Any:
     return np.concatenate(parts)
 
 
+def control_fps(env: gym.Env) -> int | None:
+    """The env's steps per second: its ``render_fps`` metadata, else ``1 / dt`` (MuJoCo)."""
+    fps = (getattr(env, "metadata", None) or {}).get("render_fps")
+    if fps is None:
+        dt = getattr(env.unwrapped, "dt", None)
+        fps = 1.0 / dt if isinstance(dt, (int, float)) and dt > 0 else None
+    return None if fps is None else max(1, round(float(fps)))
+
+
 def _dataset(kept: list[dict[str, Any]], env: gym.Env) -> OfflineDataset:
-    arrays = {k: _concat([e[k] for e in kept]) for k in kept[0] if k != "success"}
+    flags = ("success", "intervened")
+    arrays = {k: _concat([e[k] for e in kept]) for k in kept[0] if k not in flags}
     success = np.concatenate([e["success"] for e in kept])
+    intervened = np.concatenate([e["intervened"] for e in kept])
     ends = arrays["terminals"] | arrays["timeouts"]
     ends[-1] = True  # the recorder never stops mid-episode; mark the end for bookkeeping
     arrays["timeouts"] = arrays["timeouts"] | (ends & ~arrays["terminals"])
@@ -153,5 +170,7 @@ def _dataset(kept: list[dict[str, Any]], env: gym.Env) -> OfflineDataset:
         "observation_space": space_to_dict(env.observation_space),
         "action_space": space_to_dict(env.action_space),
         "success_rows": np.flatnonzero(success).tolist(),
+        "intervened_rows": np.flatnonzero(intervened).tolist(),
+        "fps": control_fps(env),
     }
     return OfflineDataset.from_arrays(arrays, meta, source="demos")
