@@ -5,7 +5,7 @@ Each venv is new and holds only the wheel, its extra and their dependencies (nev
 --system-site-packages, never --no-deps for roborl's own requirements), so a missing
 requirement fails here as it would for a user. The venvs are installed with uv, which resolves
 the same wheel metadata as pip but links files from its cache: torch alone takes ~25 s per venv
-with pip and ~2 s with uv. The eleven venvs are built and exercised two at a time (the CI machine
+with pip and ~2 s with uv. The twelve venvs are built and exercised two at a time (the CI machine
 has two cores; each feature command is single-threaded), which keeps this module at a few
 minutes. The machine's pip
 configuration (find-links, extra indexes, constraints) is passed on, so uv sees the packages pip
@@ -33,7 +33,9 @@ pytestmark = pytest.mark.serial  # it builds and exercises fresh venvs two at a 
 
 
 ROOT = Path(__file__).resolve().parents[2]
-FEATURE_EXTRAS = ["ros2", "llm", "offline", "safe", "vla", "ray", "report", "sb3", "onnx", "all"]
+FEATURE_EXTRAS = [
+    "ros2", "llm", "offline", "safe", "vla", "ray", "report", "sb3", "onnx", "benchmarks", "all",
+]  # fmt: skip
 # A tiny but real training run of the default algorithm (SAC): seconds, not minutes.
 TINY_TRAIN = [
     "total_steps=300",
@@ -342,13 +344,28 @@ def check_onnx(venv: Venv) -> None:
     assert report["runtime"] == "onnx" and report["algo"] == "sac"
 
 
+def check_benchmarks(venv: Venv) -> None:
+    """Fetch (Gymnasium-Robotics) and dm_control (Shimmy) on the MuJoCo the extra resolves to:
+    SAC trains on Fetch's goal Dict, and a dm_control task steps."""
+    venv.roborl("train", "env=fetch_reach", *TINY_TRAIN, "hydra.run.dir=fetch")
+    assert _summary(venv, "fetch")["env"] == "FetchReach-v4"
+    venv.py(
+        "from roborl.core.envs import env_factory\n"
+        "from roborl.core.plugins import get_host\n"
+        "env = env_factory(get_host().registry, {'id': 'dmc_walker_walk', 'concat_obs': True})()\n"
+        "env.reset(seed=0)\n"
+        "assert env.observation_space.contains(env.step(env.action_space.sample())[0])"
+    )
+
+
 def check_all(venv: Venv) -> None:
     """[all] is the union: every optional module of every feature imports in one process (a
     clash between two extras' pins shows here), and every plugin loads."""
     venv.py(
         "import rclpy, cyclonedds, transformers, gguf, accelerate, minari, h5py, ray, rliable, "
         "pandas, scipy, stable_baselines3, wandb, tensorboardX, av, huggingface_hub, "
-        "hydra_plugins.hydra_submitit_launcher, onnx, onnxscript, onnxruntime\n"
+        "hydra_plugins.hydra_submitit_launcher, onnx, onnxscript, onnxruntime, "
+        "gymnasium_robotics, shimmy, dm_control\n"
         "from roborl.core.cli import main\n"
         "raise SystemExit(main(['plugins', '--check']))"
     )
@@ -366,6 +383,7 @@ CHECKS: dict[str, Callable[[Venv], None]] = {
     "core": check_core,
     "sb3": check_sb3,
     "onnx": check_onnx,
+    "benchmarks": check_benchmarks,
     "safe": check_safe,
 }
 assert set(CHECKS) == {*FEATURE_EXTRAS, "core"}
