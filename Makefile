@@ -27,6 +27,10 @@ $(CORE_STAMP): pyproject.toml constraints.txt Makefile
 	$(PIP) install -q --upgrade pip
 	# torch first, pinned: an unpinned torch pulls a multi-GB CUDA build.
 	$(PIP) install -q -c constraints.txt $(TORCH_INDEX_ARGS) torch==2.13.0
+	# MuJoCo 4 splits its files into mujoco-core and mujoco-studio, which pip keeps when a venv
+	# made before the 3.3.7 pin (constraints.txt) goes back to one wheel: remove them first, so
+	# no 4.0 file is left beside 3.3.7's (pip only warns when they are not installed).
+	$(PIP) uninstall -q -y mujoco-core mujoco-studio
 	$(PIP) install -q -c constraints.txt -e .
 	touch $@
 

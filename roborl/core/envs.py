@@ -1,9 +1,14 @@
 """Building environments from config: a plugin's factory, a Gymnasium id, or a robot.
 
 Resolution order for ``env.id``: a factory registered by a plugin under that id, then the
-Gymnasium registry. ``robot=NAME`` (when set) builds a real-robot env from the robot plugin
+Gymnasium registry (``module:EnvId`` imports the module that registers the id first, as
+`gymnasium.make` does). ``robot=NAME`` (when set) builds a real-robot env from the robot plugin
 instead; those come wrapped in the safety layer by their plugin. A robot is one physical env
 with one driver, so a run shares one instance among its users (`SharedEnv`).
+
+Every env built from config gets the same observation treatment (`standard_obs`): a nested
+Dict is flattened (`FlattenDictObservation`), ``env.concat_obs=true`` concatenates a Dict of
+vectors into one Box, ``env.frame_stack=k`` stacks frames.
 """
 
 from __future__ import annotations
@@ -15,6 +20,12 @@ import gymnasium as gym
 from gymnasium.utils import seeding
 
 from roborl.core.errors import ConfigError, did_you_mean
+from roborl.core.obs import (
+    flatten_dict_obs,
+    flatten_dict_space,
+    image_keys,
+    is_nested_dict_space,
+)
 from roborl.core.plugins import Registry
 from roborl.core.rewards import with_learned_reward
 from roborl.core.single_vector import SingleEnvVector
@@ -33,7 +44,6 @@ def env_factory(registry: Registry, env_cfg: Mapping[str, Any]) -> Callable[[], 
         )
     kwargs = dict(env_cfg.get("kwargs") or {})
     max_steps = env_cfg.get("max_episode_steps")
-    stack = int(env_cfg.get("frame_stack") or 1)
     if env_id in registry.envs:
         factory = registry.get("envs", env_id)  # raises if two plugins claim the id
 
@@ -41,27 +51,91 @@ def env_factory(registry: Registry, env_cfg: Mapping[str, Any]) -> Callable[[], 
             env = factory(**kwargs)
             if max_steps:
                 env = gym.wrappers.TimeLimit(env, max_episode_steps=int(max_steps))
-            return frame_stacked(env, stack)
+            return standard_obs(env, env_cfg)
 
         return make_plugin_env
-    if env_id not in gym.envs.registry:
+    module = env_id.partition(":")[0] if ":" in env_id else None
+    if module is None and env_id not in gym.envs.registry:
         plugin_ids = sorted(registry.envs)
         hint = did_you_mean(env_id, plugin_ids + _gym_ids())
         raise ConfigError(
             f"unknown env id {env_id!r}.{hint} It is neither registered by a roborl plugin "
             f"({', '.join(plugin_ids) or 'none'}) nor by Gymnasium. Short names: "
             "env=halfcheetah, hopper, walker2d, ant, humanoid, inverted_pendulum, "
-            "inverted_double_pendulum, reacher, pusher; or any registered id via env.id=."
+            "inverted_double_pendulum, reacher, pusher, and with roborl[benchmarks] "
+            "fetch_reach, fetch_push, fetch_slide, fetch_pick_and_place, dmc_cartpole_swingup, "
+            "dmc_walker_walk, dmc_cheetah_run; or any registered id via env.id= "
+            "(env.id=MODULE:ID imports the module that registers it first)."
         )
 
     def make_gym_env() -> gym.Env:
         extra = {"max_episode_steps": int(max_steps)} if max_steps else {}
         try:
-            return frame_stacked(gym.make(env_id, **kwargs, **extra), stack)
+            env = gym.make(env_id, **kwargs, **extra)
         except TypeError as exc:
             raise ConfigError(f"env {env_id!r} rejected env.kwargs={kwargs}: {exc}") from None
+        except ModuleNotFoundError as exc:
+            if module is None:
+                raise
+            raise ConfigError(  # `module:EnvId` with the module not installed
+                f"env.id={env_id!r} imports {module!r} to register the env, but that failed "
+                f"({exc}); install the package that provides it."
+            ) from None
+        except gym.error.UnregisteredEnv as exc:  # `module:EnvId`: no such id in the module
+            raise ConfigError(f"env.id={env_id!r}: {exc}") from None
+        return standard_obs(env, env_cfg)
 
     return make_gym_env
+
+
+def standard_obs(env: gym.Env, env_cfg: Mapping[str, Any]) -> gym.Env:
+    """The observation wrappers every env built from config gets, in this order: nested Dicts
+    flattened, then ``env.concat_obs`` and ``env.frame_stack`` as configured."""
+    if is_nested_dict_space(env.observation_space):
+        env = FlattenDictObservation(env)
+    if env_cfg.get("concat_obs"):
+        env = concatenated(env)
+    return frame_stacked(env, int(env_cfg.get("frame_stack") or 1))
+
+
+class FlattenDictObservation(gym.ObservationWrapper):
+    """A nested Dict observation as a flat Dict, inner keys joined with "/".
+
+    gym-hil's ``{"pixels": {"front": img, "wrist": img}, "agent_pos": vec}`` becomes
+    ``{"pixels/front", "pixels/wrist", "agent_pos"}``: the flat Dict of Box entries that the
+    buffer, the pixel encoders (one conv net per image key), checkpoints and policies already
+    handle, so nested envs need nothing new downstream. Applied by `standard_obs`.
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.observation_space = flatten_dict_space(env.observation_space)
+
+    def observation(self, observation: Mapping[str, Any]) -> dict[str, Any]:
+        return flatten_dict_obs(observation)
+
+
+def concatenated(env: gym.Env) -> gym.Env:
+    """`+env.concat_obs=true`: a Dict of state vectors as one Box (gymnasium's
+    FlattenObservation: entries in the Dict's key order, each flattened), so vector algorithms
+    (algo=sac, ...) train on Fetch's goal Dicts and dm_control's named readings.
+
+    Camera images are refused: flattened pixels in an MLP's input are almost never meant; a
+    pixel algorithm encodes them instead.
+    """
+    space = env.observation_space
+    if not isinstance(space, gym.spaces.Dict):
+        return env  # already a vector: nothing to concatenate
+    images = image_keys(space)
+    if images:
+        raise ConfigError(
+            f"env.concat_obs=true, but the observation entries {images} are camera images; "
+            "a pixel algorithm encodes them (drop env.concat_obs)."
+        )
+    bad = [k for k, sub in space.spaces.items() if not isinstance(sub, gym.spaces.Box)]
+    if bad:
+        raise ConfigError(f"env.concat_obs=true: the entries {bad} are not Box spaces")
+    return gym.wrappers.FlattenObservation(env)
 
 
 def frame_stacked(env: gym.Env, k: int) -> gym.Env:

@@ -10,7 +10,11 @@ writes it twice:
 - `to_torch`: an observation to tensors on a device, image entries kept uint8 (the algorithm
   scales and augments them; four times less host-to-device traffic than float32);
 - `index_obs`, `concat_obs`, `stack_obs`, `obs_len`, `copy_obs`: array operations applied per key;
-- `check_obs_space`: the Dict spaces roborl supports (Box entries only, not nested), and
+- `flatten_dict_space` / `flatten_dict_obs`: a nested Dict (gym-hil's ``{"pixels": {"front":
+  ...}, "agent_pos": ...}``) as the flat Dict everything else handles, keys joined with
+  `KEY_SEP` (``"pixels/front"``); `roborl.core.envs.FlattenDictObservation` applies them to
+  every env roborl builds;
+- `check_obs_space`: the Dict spaces roborl supports (Box entries only, flat), and
   `require_box_obs`: the one place where an algorithm that takes flat vectors refuses a Dict.
 
 Every function takes a plain array as well and then behaves like the NumPy/torch call.
@@ -56,12 +60,65 @@ def is_dict_space(space: gym.Space) -> bool:
     return isinstance(space, gym.spaces.Dict)
 
 
+KEY_SEP = "/"
+"""Joins the keys of a nested Dict: ``{"pixels": {"front": ...}}`` -> ``"pixels/front"``.
+
+A slash, not a dot: torch module names cannot contain dots (the pixel encoder keeps one conv
+net per image key in an `nn.ModuleDict`), and dm_control already names its observations this
+way (``"jaco_arm/joints_pos"``)."""
+
+
+def is_nested_dict_space(space: gym.Space) -> bool:
+    """True for a Dict space with a Dict among its entries."""
+    return isinstance(space, gym.spaces.Dict) and any(
+        isinstance(sub, gym.spaces.Dict) for sub in space.spaces.values()
+    )
+
+
+def flatten_dict_space(space: gym.spaces.Dict, prefix: str = "") -> gym.spaces.Dict:
+    """A nested Dict space as a flat one: inner keys joined to their parents' with `KEY_SEP`,
+    in the nested space's (depth-first) order. Leaves are kept as they are (a non-Box leaf is
+    still refused later, by `check_obs_space`, with its flat key in the message)."""
+    flat: dict[str, gym.Space] = {}
+    for key, sub in space.spaces.items():
+        name = f"{prefix}{key}"
+        inner = (
+            flatten_dict_space(sub, name + KEY_SEP).spaces
+            if isinstance(sub, gym.spaces.Dict)
+            else {name: sub}
+        )
+        for leaf, leaf_space in inner.items():
+            if leaf in flat:  # {"a/b": ..., "a": {"b": ...}}
+                raise ConfigError(f"observation key {leaf!r} appears twice once flattened")
+            flat[leaf] = leaf_space
+    # An explicit order: gymnasium would sort a plain dict's keys, the nesting order is kept.
+    return gym.spaces.Dict(list(flat.items()))
+
+
+def flatten_dict_obs(obs: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested dict observation with the keys of `flatten_dict_space`."""
+    flat: dict[str, Any] = {}
+    for key, value in obs.items():
+        if isinstance(value, Mapping):
+            flat.update(flatten_dict_obs(value, f"{prefix}{key}{KEY_SEP}"))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
 def check_obs_space(space: gym.Space, what: str = "observation space") -> None:
     """Refuse Dict spaces roborl cannot store: nested dicts, non-Box entries, no entries."""
     if not isinstance(space, gym.spaces.Dict):
         return
     if not space.spaces:
         raise ConfigError(f"the {what} is an empty Dict; it needs at least one Box entry")
+    if is_nested_dict_space(space):
+        raise ConfigError(
+            f"the {what} is a nested Dict ({', '.join(space.spaces)}); roborl stores flat Dicts. "
+            "Envs built from config (env=, env.id=) are flattened for you; wrap an env you "
+            "build yourself in roborl.core.envs.FlattenDictObservation (keys become "
+            f"'outer{KEY_SEP}inner')"
+        )
     for key, sub in space.spaces.items():
         if not isinstance(sub, gym.spaces.Box):
             raise ConfigError(
@@ -81,10 +138,19 @@ def require_box_obs(space: gym.Space, algo_name: str) -> None:
     """
     if isinstance(space, gym.spaces.Dict):
         keys = ", ".join(f"{k} {tuple(s.shape)} {s.dtype}" for k, s in space.spaces.items())
+        if image_keys(space):
+            fix = (
+                f"Use a pixel algorithm that encodes images and states, {PIXEL_ALGORITHMS}, "
+                "or an env config with vector observations."
+            )
+        else:  # state vectors only (Fetch's goals, dm_control's named readings): concatenate
+            fix = (
+                "Its entries are all vectors: pass +env.concat_obs=true to concatenate them "
+                "into one vector (the benchmark presets, e.g. env=fetch_reach, do this)."
+            )
         raise ConfigError(
             f"algo={algo_name} takes flat vector observations, but this env's observations "
-            f"are a Dict ({keys}). Use a pixel algorithm that encodes images and states, "
-            f"{PIXEL_ALGORITHMS}, or an env config with vector observations."
+            f"are a Dict ({keys}). {fix}"
         )
 
 

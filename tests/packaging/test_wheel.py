@@ -34,7 +34,8 @@ pytestmark = pytest.mark.serial  # it builds and exercises fresh venvs two at a 
 
 ROOT = Path(__file__).resolve().parents[2]
 FEATURE_EXTRAS = [
-    "ros2", "llm", "offline", "safe", "vla", "ray", "report", "sb3", "onnx", "lerobot", "all",
+    "ros2", "llm", "offline", "safe", "vla", "ray", "report", "sb3", "onnx", "lerobot",
+    "benchmarks", "all",
 ]  # fmt: skip
 # A tiny but real training run of the default algorithm (SAC): seconds, not minutes.
 TINY_TRAIN = [
@@ -356,13 +357,28 @@ def check_lerobot(venv: Venv) -> None:
     assert info["episodes"] == 1 and info["metadata"]["task"] == "reach", info
 
 
+def check_benchmarks(venv: Venv) -> None:
+    """Fetch (Gymnasium-Robotics) and dm_control (Shimmy) on the MuJoCo the extra resolves to:
+    SAC trains on Fetch's goal Dict, and a dm_control task steps."""
+    venv.roborl("train", "env=fetch_reach", *TINY_TRAIN, "hydra.run.dir=fetch")
+    assert _summary(venv, "fetch")["env"] == "FetchReach-v4"
+    venv.py(
+        "from roborl.core.envs import env_factory\n"
+        "from roborl.core.plugins import get_host\n"
+        "env = env_factory(get_host().registry, {'id': 'dmc_walker_walk', 'concat_obs': True})()\n"
+        "env.reset(seed=0)\n"
+        "assert env.observation_space.contains(env.step(env.action_space.sample())[0])"
+    )
+
+
 def check_all(venv: Venv) -> None:
     """[all] is the union: every optional module of every feature imports in one process (a
     clash between two extras' pins shows here), and every plugin loads."""
     venv.py(
         "import rclpy, cyclonedds, transformers, gguf, accelerate, minari, h5py, ray, rliable, "
         "pandas, scipy, stable_baselines3, wandb, tensorboardX, av, huggingface_hub, "
-        "hydra_plugins.hydra_submitit_launcher, onnx, onnxscript, onnxruntime, pyarrow\n"
+        "hydra_plugins.hydra_submitit_launcher, onnx, onnxscript, onnxruntime, pyarrow, "
+        "gymnasium_robotics, shimmy, dm_control\n"
         "from roborl.core.cli import main\n"
         "raise SystemExit(main(['plugins', '--check']))"
     )
@@ -381,6 +397,7 @@ CHECKS: dict[str, Callable[[Venv], None]] = {
     "sb3": check_sb3,
     "onnx": check_onnx,
     "lerobot": check_lerobot,
+    "benchmarks": check_benchmarks,
     "safe": check_safe,
 }
 assert set(CHECKS) == {*FEATURE_EXTRAS, "core"}
