@@ -351,7 +351,8 @@ def test_offline_rl_beats_behaviour_cloning_where_cloning_fails(cls, updates: in
     Negative control, same code and budget with beta=0 (every advantage weight 1: plain
     behaviour cloning). Measured on seeds 0/1/2 (eval seeds 100-102):
     behaviour return 55.8; IQL 3000 updates: BC 25.7/28.3/24.7, IQL 92/143/101;
-    RIQL 3000 updates: BC 34.3/29.3/27.7, RIQL 1000/1000. The bounds: offline RL above 1.4x
+    RIQL 3000 updates: BC 34.3/29.3/27.7, RIQL 1000/1000/1000, and at this test's 1200
+    updates (seed 0) BC 30.3, RIQL 1000. The bounds: offline RL above 1.4x
     the behaviour return and 2.5x its own BC control, and the control under the behaviour
     return (a run that ignored the advantages would fail both).
     """
