@@ -201,7 +201,13 @@ class DDSTransport:
         deadline = time.monotonic() + timeout_s
         for writer in list(self._writers):
             left = deadline - time.monotonic()
-            if left <= 0 or not writer.wait_for_acks(int(left * 1e9)):
+            try:
+                acked = left > 0 and writer.wait_for_acks(int(left * 1e9))
+            except Exception:
+                # cyclonedds 11.0.1 reports a timeout by raising AttributeError (it compares
+                # with a name the builtin Exception lacks) after having waited: not acked.
+                acked = False
+            if not acked:
                 log.warning("%s: a writer was not acknowledged before close", self.node_name)
 
     def close(self, timeout_s: float = 30.0) -> None:

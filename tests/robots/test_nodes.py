@@ -63,7 +63,7 @@ def test_policy_balances_sim_robot_then_watchdog_stop_when_robot_dies(
     # The behaviour, not its speed: a watchdog stop for stale state, then a clean exit 3.
     stop = dep.wait_event("watchdog_stop", 60)
     assert "old" in stop["cause"]
-    assert dep.proc.wait(timeout=60) == 3
+    assert dep.proc.wait(timeout=60) == 3, dep.finish()[-3000:]
     done = next(e for e in dep.events if e.get("event") == "done")
     assert done["interventions"].get("watchdog_state", 0) >= 1
 
