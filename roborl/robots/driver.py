@@ -337,8 +337,14 @@ class Ros2Driver(RobotDriver):
         deploy, an actor, a teleop tool) is refused at connect unless explicitly allowed.
         Discovery of the other endpoints can trail the robot's first JointState, so the graph
         is read for `discovery_s` more; the diagnostics loop keeps checking afterwards."""
-        if getattr(self._transport, "node", None) is None or self.allow_other_commanders:
+        node = getattr(self._transport, "node", None)
+        if node is None or self.allow_other_commanders:
             return
+        # First the robot's own command subscriber (its endpoints are then discovered, and
+        # those of nodes that started before us usually too), then `discovery_s` more.
+        end = time.monotonic() + discovery_s
+        while node.count_subscribers(self.command_topic) == 0 and time.monotonic() < end:
+            time.sleep(0.02)
         end = time.monotonic() + discovery_s
         others = self.other_commanders()
         while not others and time.monotonic() < end:
