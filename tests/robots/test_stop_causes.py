@@ -70,6 +70,8 @@ HANG_PLUGIN = textwrap.dedent(
 
         def act(self, obs):
             self.calls += 1
+            if self.calls == 40 and os.environ.get("HANG_MODE") == "raise":
+                raise RuntimeError("the policy failed (a test's injected error)")
             if self.calls == 40:
                 time.sleep(self.hang_s)
                 with open(os.environ["HANG_RETURNED"], "w") as fh:
@@ -227,6 +229,27 @@ def test_hung_policy_is_held_by_the_supervisor_while_it_hangs(rclpy_env, procs, 
     during = [c for c in cmds if c["t"] < back]
     assert during[-1]["data"] == HOLD, during[-3:]  # held while the policy still hung
     assert cmds[-1]["data"] == HOLD
+
+
+def test_policy_exception_ends_with_the_hold(rclpy_env, procs, tmp_path) -> None:
+    """The policy raises on its 40th call: deploy stops with an error naming it, and the last
+    command the robot receives is the hold (sent by the teardown, acknowledged before exit)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "hang_plugin.py").write_text(HANG_PLUGIN)
+    info = site / "hang_plugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: hang-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[roborl.plugins]\nhang_plugin = hang_plugin\n")
+    env = dict(
+        rclpy_env, PYTHONPATH=str(site), HANG_RETURNED=str(tmp_path / "r"), HANG_MODE="raise"
+    )
+    robot, dep = _start(procs, env, "algo=hang_test", "robot.safety.max_state_age_s=5")
+    assert dep.proc.wait(timeout=120) != 0
+    assert "the policy failed" in dep.stderr()  # a plugin bug: its traceback is shown
+    robot.wait(lambda: _commands(robot)[-1]["data"] == HOLD, "the hold never arrived", 60)
+    moving = [c for c in _commands(robot) if c["data"] != HOLD]
+    assert moving and moving[-1]["data"] == pytest.approx([0.7]), moving[-3:]  # it was moving
 
 
 def test_sigkill_of_deploy_leaves_sim_robot_holding(ros_env, procs, balance_checkpoint) -> None:
