@@ -7,7 +7,9 @@ forward_command_controller, which has no command timeout: the last command runs 
 into the slider's position, and prints one JSON line per command received: the receive time
 on CLOCK_MONOTONIC (comparable across processes on one machine), the data and the slider
 position. Lines on stdin control it: `mute` stops the JointState stream (a dead sensor),
-`estop` publishes std_msgs/Bool true on /estop, `quit` exits.
+`estop` publishes std_msgs/Bool true on /estop, `quit` exits. With --camera-rate it also
+publishes an 8x8 rgb8 sensor_msgs/Image on /camera/image_raw, and `mute_camera` stops that
+stream alone (a dead camera).
 
     python benchmarks/peers/stop_robot.py --rate 100
 """
@@ -22,7 +24,7 @@ import time
 
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
-from sensor_msgs.msg import JointState
+from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Bool, Float64MultiArray
 
 
@@ -32,6 +34,7 @@ def main() -> None:
     ap.add_argument("--topic", default="/forward_command_controller/commands")
     ap.add_argument("--hinge", type=float, default=0.05, help="the pole's (fixed) angle")
     ap.add_argument("--clamp", type=float, default=3.0, help="slider travel limit")
+    ap.add_argument("--camera-rate", type=float, default=0.0, help="Image rate (Hz), 0: none")
     args = ap.parse_args()
 
     rclpy.init()
@@ -39,6 +42,7 @@ def main() -> None:
     lock = threading.Lock()
     state = {"pos": 0.0, "vel": 0.0}
     muted = threading.Event()
+    camera_muted = threading.Event()
 
     def on_command(msg: Float64MultiArray) -> None:
         now = time.monotonic()
@@ -73,12 +77,27 @@ def main() -> None:
                 states.publish(msg)
 
     threading.Thread(target=publish_states, daemon=True).start()
+
+    def publish_frames() -> None:
+        frames = node.create_publisher(Image, "/camera/image_raw", 10)
+        while True:
+            time.sleep(1.0 / args.camera_rate)
+            if not camera_muted.is_set():
+                msg = Image(height=8, width=8, encoding="rgb8", step=24, data=bytes(192))
+                msg.header.stamp = node.get_clock().now().to_msg()
+                frames.publish(msg)
+
+    if args.camera_rate > 0:
+        threading.Thread(target=publish_frames, daemon=True).start()
     print(json.dumps({"event": "ready"}), flush=True)
     for line in sys.stdin:
         word = line.strip()
         if word == "mute":
             muted.set()
             print(json.dumps({"event": "muted", "t": time.monotonic()}), flush=True)
+        elif word == "mute_camera":
+            camera_muted.set()
+            print(json.dumps({"event": "camera_muted", "t": time.monotonic()}), flush=True)
         elif word == "estop":
             estop.publish(Bool(data=True))
             print(json.dumps({"event": "estop_sent", "t": time.monotonic()}), flush=True)

@@ -82,6 +82,7 @@ HANG_PLUGIN = textwrap.dedent(
         name = "hang_test"
         Config = HangConfig
         checkpoint_free = True
+        accepts_dict_obs = True  # it ignores the observation (camera tests give a Dict)
 
         def __init__(self, observation_space, action_space, config, device="cpu"):
             self.observation_space, self.action_space = observation_space, action_space
@@ -250,6 +251,34 @@ def test_policy_exception_ends_with_the_hold(rclpy_env, procs, tmp_path) -> None
     robot.wait(lambda: _commands(robot)[-1]["data"] == HOLD, "the hold never arrived", 60)
     moving = [c for c in _commands(robot) if c["data"] != HOLD]
     assert moving and moving[-1]["data"] == pytest.approx([0.7]), moving[-3:]  # it was moving
+
+
+def test_camera_watchdog_ends_with_the_hold(rclpy_env, procs, tmp_path) -> None:
+    """The robot's camera stops (its JointState keeps coming): the camera watchdog holds,
+    naming the camera, deploy exits 3, and the hold is the last command the robot gets."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "hang_plugin.py").write_text(HANG_PLUGIN)
+    info = site / "hang_plugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: hang-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[roborl.plugins]\nhang_plugin = hang_plugin\n")
+    env = dict(rclpy_env, PYTHONPATH=str(site), HANG_RETURNED=str(tmp_path / "r"))
+    robot = procs([sys.executable, str(ROBOT), "--rate", "100", "--camera-rate", "30"], env)
+    robot.wait_event("ready", START)
+    camera = "{name:wrist,topic:/camera/image_raw,width:8,height:8,max_age_s:0.5}"
+    dep = _deploy(
+        procs, env, "algo=hang_test", "algo.hang_s=0", "robot.safety.max_state_age_s=5",
+        f"robot.cameras=[{camera}]",
+    )  # fmt: skip
+    dep.wait_event("deploy_start", START)
+    robot.wait(lambda: sum(c["data"] != HOLD for c in _commands(robot)) >= 20, "no motion", START)
+    robot.send("mute_camera")
+    assert "wrist" in dep.wait_event("watchdog_stop", 60)["cause"]
+    done = dep.wait_event("done", 120)
+    assert done["exit_code"] == 3 and done["interventions"]["watchdog_camera"] >= 1, done
+    cmds = _all_arrived(robot, done)
+    assert cmds[-1]["data"] == HOLD, cmds[-3:]
 
 
 def test_sigkill_of_deploy_leaves_sim_robot_holding(ros_env, procs, balance_checkpoint) -> None:
