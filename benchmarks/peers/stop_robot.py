@@ -52,7 +52,9 @@ def main() -> None:
             pos = state["pos"]
         print(json.dumps({"event": "cmd", "t": now, "data": data, "pos": pos}), flush=True)
 
-    node.create_subscription(Float64MultiArray, args.topic, on_command, 10)
+    # A deep queue: this robot records every command it is sent (a controller would keep the
+    # newest only); with depth 10 a stalled executor on a loaded machine dropped some.
+    node.create_subscription(Float64MultiArray, args.topic, on_command, 1000)
     states = node.create_publisher(JointState, "/joint_states", 10)
     estop = node.create_publisher(Bool, "/estop", 10)
     executor = SingleThreadedExecutor()
