@@ -391,7 +391,9 @@ def test_deploy_lifecycle_commands_only_while_active(rclpy_env, procs, balance_c
     done = dep.wait_event("done", 90)
     robot.send(str(done["commands"]))
     final = robot.wait_event("final", 90)
-    assert final["n"] == done["commands"] and final["last"] == [0.0], (final, done)
+    # Reliable KEEP_LAST delivers deploy's newest command (the hold); an older one may be
+    # replaced on a starved machine, so the count is at most deploy's.
+    assert 0 < final["n"] <= done["commands"] and final["last"] == [0.0], (final, done)
     states = [e["state"] for e in dep.events if e["event"] == "lifecycle"]
     assert states == ["inactive", "active", "inactive", "unconfigured", "inactive", "active",
                       "finalized"], states  # fmt: skip
