@@ -349,7 +349,7 @@ def test_killed_learner_leaves_the_actor_holding(rclpy_env, procs, tmp_path) -> 
     except ProcessLookupError:
         pass
     lost, closed = actor_event("actor_learner_lost"), actor_event("actor_closed")
-    assert lost is not None and lost["silent_s"] > 2.0, lost
+    assert lost is not None and lost["silent_s"] >= 2.0, lost  # rounded to ms
     cmds = _all_arrived(robot, {"commands": closed["commands_sent"]})
     assert cmds[-1]["data"] == HOLD, cmds[-3:]
     assert lost["commands_sent"] > n_at_kill  # it kept acting on its last weights meanwhile
