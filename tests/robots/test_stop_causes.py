@@ -124,6 +124,19 @@ def nan_checkpoint(balance_checkpoint: Path, tmp_path: Path) -> Path:
     return path
 
 
+def _install_hang_plugin(tmp_path: Path) -> Path:
+    """HANG_PLUGIN as an installed distribution (entry point included) in a folder to put
+    on PYTHONPATH; returns the folder."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "hang_plugin.py").write_text(HANG_PLUGIN)
+    info = site / "hang_plugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: hang-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[roborl.plugins]\nhang_plugin = hang_plugin\n")
+    return site
+
+
 def _commands(robot: Proc) -> list[dict]:
     return robot.named("cmd")
 
@@ -220,13 +233,7 @@ def test_nan_policy_only_ever_sends_the_hold(rclpy_env, procs, nan_checkpoint) -
 def test_hung_policy_is_held_by_the_supervisor_while_it_hangs(rclpy_env, procs, tmp_path) -> None:
     """The policy hangs for 3 s; the supervisor thread sends the hold after
     max_policy_time_s (0.5 s) of silence, while the policy is still hung."""
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "hang_plugin.py").write_text(HANG_PLUGIN)
-    info = site / "hang_plugin-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: hang-plugin\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[roborl.plugins]\nhang_plugin = hang_plugin\n")
+    site = _install_hang_plugin(tmp_path)
     returned = tmp_path / "returned"
     env = dict(rclpy_env, PYTHONPATH=str(site), HANG_RETURNED=str(returned))
     robot, dep = _start(procs, env, "algo=hang_test", "robot.safety.max_state_age_s=5")
@@ -243,13 +250,7 @@ def test_hung_policy_is_held_by_the_supervisor_while_it_hangs(rclpy_env, procs, 
 def test_policy_exception_ends_with_the_hold(rclpy_env, procs, tmp_path) -> None:
     """The policy raises on its 40th call: deploy stops with an error naming it, and the last
     command the robot receives is the hold (sent by the teardown, acknowledged before exit)."""
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "hang_plugin.py").write_text(HANG_PLUGIN)
-    info = site / "hang_plugin-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: hang-plugin\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[roborl.plugins]\nhang_plugin = hang_plugin\n")
+    site = _install_hang_plugin(tmp_path)
     env = dict(
         rclpy_env, PYTHONPATH=str(site), HANG_RETURNED=str(tmp_path / "r"), HANG_MODE="raise"
     )
@@ -264,13 +265,7 @@ def test_policy_exception_ends_with_the_hold(rclpy_env, procs, tmp_path) -> None
 def test_camera_watchdog_ends_with_the_hold(rclpy_env, procs, tmp_path) -> None:
     """The robot's camera stops (its JointState keeps coming): the camera watchdog holds,
     naming the camera, deploy exits 3, and the hold is the last command the robot gets."""
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "hang_plugin.py").write_text(HANG_PLUGIN)
-    info = site / "hang_plugin-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: hang-plugin\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[roborl.plugins]\nhang_plugin = hang_plugin\n")
+    site = _install_hang_plugin(tmp_path)
     env = dict(rclpy_env, PYTHONPATH=str(site), HANG_RETURNED=str(tmp_path / "r"))
     robot = procs([sys.executable, str(ROBOT), "--rate", "100", "--camera-rate", "30"], env)
     robot.wait_event("ready", START)
