@@ -78,7 +78,10 @@ def load_demo_buffer(
     rewards, terminals = np.asarray(ds.rewards, np.float32), np.asarray(ds.terminals, bool)
     options = reward_options(ctx.config)
     if options is not None:  # one reward for demo and online rows: the model's
-        rewards, terminals, successes = relabel(ctx.reward_model(), next_obs, terminals, options)
+        ends = terminals | np.asarray(ds.timeouts, bool)
+        rewards, terminals, successes = relabel(
+            ctx.reward_model(), next_obs, terminals, options, episode_ends=ends
+        )
         log.info(
             "demos=%s: %d transitions relabelled by reward=%s (%d successes)",
             path, len(ds), options["name"], successes,

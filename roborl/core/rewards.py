@@ -11,7 +11,14 @@ also ends the episode. `LearnedReward` does that for any `RewardModel`:
   still ends the episode, but as a truncation unless `keep_env_termination=true`, so nothing
   the robot could not know enters the critic's targets;
 - `info["env_reward"]` keeps the env's reward and `info["learned_success"]` the model's
-  verdict; `info["success"]` stays the env's.
+  verdict; `info["success"]` stays the env's;
+- `consecutive=k`: success only once the model has said so on k frames in a row within the
+  episode (a single false positive does not end the episode or pay the reward); with k > 1 the
+  reward is the model's on a confirmed frame and 0 otherwise;
+- `save_fired=DIR` (the run's `reward_fired/` by default): every frame the model fired on
+  (before the `consecutive` check) is saved with the env's own success where it reports one,
+  so `roborl reward relabel` can retrain with the false positives as hard negatives (SERL's
+  remedy, Luo et al., 2024, Sec. IV-B).
 
 Demonstrations (`demos=`) are relabelled the same way (`relabel`), so demo rows and online rows
 carry one reward: before, demos kept the reward stored with them (e.g. a sim task's dense
@@ -29,8 +36,9 @@ import gymnasium as gym
 import numpy as np
 
 from roborl.core.errors import ConfigError
+from roborl.core.fired_frames import FiredFrames
 
-WRAPPER_KEYS = ("name", "terminate_on_success", "keep_env_termination")
+WRAPPER_KEYS = ("name", "terminate_on_success", "keep_env_termination", "consecutive", "save_fired")
 """`reward.*` keys the wrapper reads; every other key goes to the model's factory."""
 
 
@@ -90,11 +98,35 @@ def with_learned_reward(
             raise ConfigError(f"reward.{key}={options[key]!r} must be true or false.")
     terminate = bool(options.get("terminate_on_success", True))
     keep_term = bool(options.get("keep_env_termination", False))
+    consecutive = consecutive_frames(options)
+    fired_dir = options.get("save_fired")
 
     def make() -> gym.Env:
-        return LearnedReward(maker(), build_reward_model(registry, options), terminate, keep_term)
+        model = build_reward_model(registry, options)
+        fired = FiredFrames(fired_dir) if fired_dir else None
+        return LearnedReward(maker(), model, terminate, keep_term, consecutive, fired)
 
     return make
+
+
+def consecutive_frames(options: Mapping[str, Any]) -> int:
+    """`reward.consecutive`: how many frames in a row the model must say success (default 1)."""
+    k = options.get("consecutive", 1)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ConfigError(
+            f"reward.consecutive={k!r} must be a whole number of frames, at least 1 (the "
+            "model must say success on that many frames in a row)."
+        )
+    return k
+
+
+def with_fired_frames_dir(cfg: Mapping[str, Any], run_dir: Any) -> Mapping[str, Any]:
+    """The run config with `reward.save_fired` defaulting to `<run_dir>/reward_fired` when a
+    reward model is set (`reward.save_fired=null` turns saving off)."""
+    options = reward_options(cfg)
+    if options is None or "save_fired" in options:
+        return cfg
+    return {**cfg, "reward": {**options, "save_fired": f"{run_dir}/reward_fired"}}
 
 
 def relabel(
@@ -102,25 +134,35 @@ def relabel(
     next_observations: Any,
     env_terminals: np.ndarray,
     options: Mapping[str, Any],
+    episode_ends: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Rewards and terminal flags for stored transitions, as `LearnedReward.step` labels online
     ones: the model's reward on each next observation; terminal where it says success (with
     `terminate_on_success`) or, with `keep_env_termination`, where the env ended the episode
-    (otherwise an env termination is a truncation: not terminal). Returns (rewards, terminals,
-    successes)."""
+    (otherwise an env termination is a truncation: not terminal). With `consecutive=k` a row
+    counts as success once the model said so on its frame and the k-1 before it in the same
+    episode (`episode_ends`: rows after which a new episode starts; default the terminals).
+    Returns (rewards, terminals, successes)."""
     terminate = bool(options.get("terminate_on_success", True))
     keep_term = bool(options.get("keep_env_termination", False))
+    consecutive = consecutive_frames(options)
     n = len(env_terminals)
+    ends = np.asarray(env_terminals if episode_ends is None else episode_ends, bool)
     rewards = np.zeros(n, np.float32)
     success = np.zeros(n, bool)
+    streak = 0
     for i in range(n):
         if isinstance(next_observations, Mapping):
             obs = {k: np.asarray(v[i]) for k, v in next_observations.items()}
         else:
             obs = np.asarray(next_observations[i])
         r, ok = model(obs)
-        rewards[i] = float(np.asarray(r).item())
-        success[i] = bool(np.asarray(ok).item())
+        streak = streak + 1 if bool(np.asarray(ok).item()) else 0
+        success[i] = streak >= consecutive
+        confirmed = success[i] or consecutive == 1
+        rewards[i] = float(np.asarray(r).item()) if confirmed else 0.0
+        if ends[i]:
+            streak = 0
     terminals = (success & terminate) | (np.asarray(env_terminals, bool) & keep_term)
     return rewards, terminals, int(success.sum())
 
@@ -134,6 +176,8 @@ class LearnedReward(gym.Wrapper):
         model: RewardModel,
         terminate_on_success: bool = True,
         keep_env_termination: bool = False,
+        consecutive: int = 1,
+        fired: FiredFrames | None = None,
     ) -> None:
         super().__init__(env)
         check = getattr(model, "check_space", None)
@@ -142,11 +186,24 @@ class LearnedReward(gym.Wrapper):
         self.model = model
         self.terminate_on_success = terminate_on_success
         self.keep_env_termination = keep_env_termination
+        self.consecutive = consecutive
+        self.fired = fired
+        self._streak = 0
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        self._streak = 0
+        return self.env.reset(**kwargs)
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         obs, env_reward, terminated, truncated, info = self.env.step(action)
-        reward, success = self.model(obs)
-        success = bool(np.asarray(success).item())
+        reward, fired = self.model(obs)
+        fired = bool(np.asarray(fired).item())
+        if fired and self.fired is not None:
+            self.fired.add(obs, info.get("success"))
+        self._streak = self._streak + 1 if fired else 0
+        success = self._streak >= self.consecutive
+        if self.consecutive > 1 and not success:
+            reward = 0.0  # an unconfirmed verdict pays nothing
         info = {**info, "env_reward": float(env_reward), "learned_success": success}
         ended_by_env = bool(terminated)
         terminated = success and self.terminate_on_success
@@ -155,3 +212,8 @@ class LearnedReward(gym.Wrapper):
         elif ended_by_env and not terminated:
             truncated = True
         return obs, float(np.asarray(reward).item()), terminated, bool(truncated), info
+
+    def close(self) -> None:
+        if self.fired is not None:
+            self.fired.flush()
+        super().close()

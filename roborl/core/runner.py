@@ -37,6 +37,7 @@ from roborl.core.context import TrainContext
 from roborl.core.errors import ConfigError, DivergedError
 from roborl.core.interfaces import Algorithm
 from roborl.core.plugins import PluginHost
+from roborl.core.rewards import with_fired_frames_dir
 from roborl.core.run_dir import CONFIG_FILE, git_sha, plot_learning_curve, versions, write_summary
 from roborl.core.secrets import redact
 
@@ -62,8 +63,8 @@ class Runner:
 
     def __init__(self, cfg: Mapping[str, Any], run_dir: str | Path, host: PluginHost) -> None:
         self.host = host
-        self.run, self.cfg = split_config(cfg)
         self.run_dir = Path(run_dir)
+        self.run, self.cfg = split_config(with_fired_frames_dir(cfg, self.run_dir))
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if self.run.torch_threads > 0:
             torch.set_num_threads(self.run.torch_threads)

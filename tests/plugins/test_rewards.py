@@ -14,34 +14,8 @@ from roborl.core.envs import make_env
 from roborl.core.errors import CheckpointError, ConfigError
 from roborl.core.plugins import PluginHost
 from roborl.core.rewards import LearnedReward
-from roborl.plugins.demos.record import record
 from roborl.plugins.rewards.classifier import SuccessNet, classifier_reward, load, save
-from roborl.plugins.rewards.train import load_frames, train_classifier
-from roborl.sim.tabletop.env import TabletopEnv
-
-ENV = {"obs_mode": "pixels", "tasks": [0], "image_size": 64, "max_episode_steps": 50}
-
-
-@pytest.fixture(scope="session")
-def demos(tmp_path_factory):
-    """40 noisy scripted-expert episodes: one success frame each, the rest not. Session
-    scope: an xdist worker that runs another module in between must not record and train
-    twice."""
-    torch.set_num_threads(1)
-    env = TabletopEnv(**ENV)
-    ds, _ = record(env, lambda o: env.expert_action(noise=0.3), 40, seed=0, log=lambda m: None)
-    env.close()
-    return ds.save(tmp_path_factory.mktemp("demos") / "demos.npz")
-
-
-@pytest.fixture(scope="session")
-def trained(demos, tmp_path_factory):
-    out = tmp_path_factory.mktemp("clf") / "classifier"
-    config = train_classifier(
-        str(demos), str(out), steps=300, batch_size=64, val_fraction=0.3, seed=0,
-        log=lambda m: None,
-    )  # fmt: skip
-    return out, config
+from roborl.plugins.rewards.train import load_frames
 
 
 def test_classifier_learns_tabletop_success_on_held_out_frames(trained):
@@ -70,7 +44,7 @@ def test_classifier_reward_is_its_thresholded_probability(trained, demos):
         assert (r1, s1) == (float(p[i] >= threshold), bool(p[i] >= threshold))
 
 
-def test_learned_reward_wrapper_on_tabletop(trained):
+def test_learned_reward_wrapper_on_tabletop(trained, tabletop_pixels):
     """`reward=classifier` through the env builder: every step's reward and termination are
     the classifier's verdict on the returned frame; the env's own success still ends the
     episode, as a truncation, and info keeps the env's reward and success."""
@@ -78,7 +52,7 @@ def test_learned_reward_wrapper_on_tabletop(trained):
     host = PluginHost()
     host.load_entry_points()
     cfg = {
-        "env": {"id": "RoborlTabletop-v0", "kwargs": ENV},
+        "env": {"id": "RoborlTabletop-v0", "kwargs": tabletop_pixels},
         "reward": {"name": "classifier", "path": str(out), "threshold": 0.5},
     }
     env = make_env(host.registry, cfg, seed=0)
@@ -125,7 +99,7 @@ def test_reward_train_cli_round_trip(demos, tmp_path):
     np.testing.assert_allclose(clf.probability({"image": frames[:16]}), expect, rtol=1e-6)
 
 
-def test_reward_config_errors_name_the_problem(tmp_path, trained):
+def test_reward_config_errors_name_the_problem(tmp_path, trained, tabletop_pixels):
     host = PluginHost()
     host.load_entry_points()
     assert host.registry.owners[("rewards", "classifier")] == "rewards"
@@ -134,7 +108,7 @@ def test_reward_config_errors_name_the_problem(tmp_path, trained):
     with pytest.raises(CheckpointError, match="does not exist"):
         classifier_reward(path=str(tmp_path / "nope"))
     cfg = {
-        "env": {"id": "RoborlTabletop-v0", "kwargs": {**ENV, "image_size": 32}},
+        "env": {"id": "RoborlTabletop-v0", "kwargs": {**tabletop_pixels, "image_size": 32}},
         "reward": {"name": "classifier", "path": str(trained[0])},
     }
     with pytest.raises(ConfigError, match=r"'image' frames of shape \(64, 64, 3\)"):

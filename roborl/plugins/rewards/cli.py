@@ -1,4 +1,4 @@
-"""`roborl reward train data=PATH out=DIR [key=value ...]` (Hydra's override grammar)."""
+"""`roborl reward train|relabel data=PATH out=DIR [key=value ...]` (Hydra's override grammar)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from roborl.core.errors import ConfigError
 
 USAGE = """usage:
   roborl reward train data=PATH out=DIR|FILE.pt [key=value ...]
+  roborl reward relabel data=PATH fired=RUN_DIR/reward_fired out=DIR [model=OLD] [key=value ...]
 
   data=         dataset(s) with camera frames: `roborl demos record` output (success frames
                 = positives, others = negatives), any roborl dataset (.npz/.hdf5/Minari), or
@@ -25,8 +26,18 @@ USAGE = """usage:
   augment=      DrQ random shift of 4 pixels (default true)
   hidden=       width of the head (default 256)
   seed=         seed of the split, the sampling and the network (default 0)
+  threshold=    p(success) at which the held-out TPR/TNR are reported: the reward.threshold
+                the runs will use (default 0.5)
+
+  relabel: retrain with the frames a run's classifier fired on as extra negatives (SERL's
+  hard negatives); same keys as train, plus
+  fired=        a run's reward_fired/ folder (written by every run with reward=)
+  fired_labels= env: negatives are the fired frames where the env reported no success (sim);
+                negative: all fired frames (a person judged those episodes failed)
+  model=        the classifier that fired, to report its false-positive rate on them
 
 Then: roborl train ... reward=classifier reward.path=OUT [reward.threshold=0.5]
+      [reward.consecutive=k]  (success only after k frames in a row)
 """
 
 
@@ -36,23 +47,33 @@ def main(argv: list[str]) -> int:
         print(USAGE)
         return 0 if argv else 2
     cmd, rest = argv[0], argv[1:]
-    if cmd != "train":
-        raise ConfigError(f"unknown `roborl reward` command {cmd!r}; accepted: train.\n{USAGE}")
+    if cmd not in ("train", "relabel"):
+        raise ConfigError(
+            f"unknown `roborl reward` command {cmd!r}; accepted: train, relabel.\n{USAGE}"
+        )
     from roborl.core.compose import override_key, override_value, parse_overrides
+    from roborl.plugins.rewards.hard_negatives import retrain_with_hard_negatives
     from roborl.plugins.rewards.train import train_classifier
 
     args: dict[str, Any] = {}
-    for ov in parse_overrides(rest, "reward train"):
+    for ov in parse_overrides(rest, f"reward {cmd}"):
         if ov.is_sweep_override() or ov.is_delete():
-            raise ConfigError(f"`roborl reward train`: {ov.input_line!r} needs one value.")
+            raise ConfigError(f"`roborl reward {cmd}`: {ov.input_line!r} needs one value.")
         args[override_key(ov)] = override_value(ov)
     known = set(inspect.signature(train_classifier).parameters) - {"log"}
+    required = ["data", "out"]
+    if cmd == "relabel":
+        known |= {"fired", "fired_labels", "model"}
+        required.append("fired")
     bad = sorted(set(args) - known)
     if bad:
-        raise ConfigError(f"unknown `roborl reward train` key(s) {bad}; accepted: {sorted(known)}.")
-    for key in ("data", "out"):
+        raise ConfigError(f"unknown `roborl reward {cmd}` key(s) {bad}; accepted: {sorted(known)}.")
+    for key in required:
         if not args.get(key):
-            raise ConfigError(f"`roborl reward train` needs {key}=.\n{USAGE}")
+            raise ConfigError(f"`roborl reward {cmd}` needs {key}=.\n{USAGE}")
+    th = args.get("threshold", 0.5)
+    if isinstance(th, bool) or not isinstance(th, (int, float)) or not 0 <= th <= 1:
+        raise ConfigError(f"threshold={th!r} must be a number in [0, 1].")
     for key in ("steps", "batch_size", "hidden", "seed"):
         if key in args and (isinstance(args[key], bool) or not isinstance(args[key], int)):
             raise ConfigError(f"{key}={args[key]!r} must be an integer.")
@@ -62,11 +83,16 @@ def main(argv: list[str]) -> int:
     if isinstance(vf, bool) or not isinstance(vf, (int, float)) or not 0 <= vf < 1:
         raise ConfigError(f"val_fraction={vf!r} must be a number in [0, 1).")
     args["out"] = str(args["out"])
-    config = train_classifier(**args, log=lambda m: print(m, file=sys.stderr))
+    log = lambda m: print(m, file=sys.stderr)  # noqa: E731
+    if cmd == "relabel":
+        config = retrain_with_hard_negatives(**args, log=log)
+        print(f"hard negatives: {json.dumps(config['hard_negatives'])}")
+    else:
+        config = train_classifier(**args, log=log)
     m = config["metrics"]
     held = (
-        f"held-out accuracy {m['val_accuracy']:.3f} (success {m['val_tpr']:.3f}, "
-        f"other {m['val_tnr']:.3f})"
+        f"held-out accuracy {m['val_accuracy']:.3f} at threshold {config['threshold']} "
+        f"(success {m['val_tpr']:.3f}, other {m['val_tnr']:.3f})"
         if "val_accuracy" in m
         else "no held-out frames"
     )

@@ -134,9 +134,11 @@ def train_classifier(
     augment: bool = True,
     hidden: int = 256,
     seed: int = 0,
+    threshold: float = 0.5,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Train, evaluate on the held-out frames, save to `out`; returns the saved config."""
+    """Train, evaluate on the held-out frames at `threshold` (the `reward.threshold` the run
+    will use), save to `out`; returns the saved config."""
     t0 = time.time()
     paths = [data] if isinstance(data, str) else list(data)
     parts = [load_frames(p, keys) for p in paths]
@@ -187,15 +189,16 @@ def train_classifier(
         with torch.no_grad():
             p_pos = torch.sigmoid(net(x_all[torch.as_tensor(va_pos)])).numpy()
             p_neg = torch.sigmoid(net(x_all[torch.as_tensor(va_neg)])).numpy()
-        tpr, tnr = float((p_pos >= 0.5).mean()), float((p_neg < 0.5).mean())
-        acc = float(((p_pos >= 0.5).sum() + (p_neg < 0.5).sum()) / (len(p_pos) + len(p_neg)))
+        tpr, tnr = float((p_pos >= threshold).mean()), float((p_neg < threshold).mean())
+        right = (p_pos >= threshold).sum() + (p_neg < threshold).sum()
+        acc = float(right / (len(p_pos) + len(p_neg)))
         metrics.update(val_accuracy=acc, val_tpr=tpr, val_tnr=tnr, val_balanced=(tpr + tnr) / 2)
     shapes = {k: [h, w, c // max(len(cams), 1)] for k in cams} if cams else {"obs": [h, w, c]}
     config = {
         "image_keys": cams, "frame_shapes": shapes, "height": h, "width": w, "channels": c,
         "hidden": hidden, "data": [str(p) for p in paths], "steps": steps,
         "batch_size": batch_size, "lr": lr, "augment": augment, "seed": seed,
-        "metrics": metrics, "train_wall_s": round(time.time() - t0, 1),
+        "threshold": threshold, "metrics": metrics, "train_wall_s": round(time.time() - t0, 1),
     }  # fmt: skip
     save(net, config, out)
     return config
