@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from roborl.core.checkpoint import load_checkpoint
-from roborl.robots.processes import free_port_pair
+from roborl.robots.nodes.processes import free_port_pair
 
 pytestmark = pytest.mark.serial
 

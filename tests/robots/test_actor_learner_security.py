@@ -28,16 +28,16 @@ import zmq
 
 from roborl.core.errors import ConfigError
 from roborl.core.loops.collectors import Chunk
-from roborl.robots.actor_learner import keys as keyring
-from roborl.robots.actor_learner import wire
-from roborl.robots.actor_learner.actor import Actor, LearnerLostError
-from roborl.robots.actor_learner.learner import (
+from roborl.robots.env.robot_env import RobotEnv
+from roborl.robots.nodes.processes import free_port_pair
+from roborl.robots.training.actor_learner import keys as keyring
+from roborl.robots.training.actor_learner import wire
+from roborl.robots.training.actor_learner.actor import Actor, LearnerLostError
+from roborl.robots.training.actor_learner.learner import (
     ActorLearnerCollector,
     ActorLearnerConfig,
     learner_spaces,
 )
-from roborl.robots.env import RobotEnv
-from roborl.robots.processes import free_port_pair
 
 ROBOT = {
     "name": "ros2",
@@ -394,7 +394,7 @@ def test_actor_refuses_nan_weights_and_holds_when_the_learner_goes_silent(tmp_pa
     loads finite ones, and once nothing arrives for learner_timeout_s it sends the hold and
     stops: the robot's last commands are holds and no motion follows, even when the learner
     speaks again."""
-    from roborl.robots.driver import Ros2Driver
+    from roborl.robots.env.driver import Ros2Driver
 
     transport = RecordingTransport()
     env = RobotEnv(ROBOT, driver=Ros2Driver(ROBOT, transport=transport))

@@ -25,7 +25,7 @@ import pytest
 
 from roborl.core.checkpoint import load_checkpoint
 from roborl.core.datasets import OfflineDataset
-from roborl.robots.processes import free_port_pair
+from roborl.robots.nodes.processes import free_port_pair
 
 pytestmark = pytest.mark.serial
 

@@ -30,10 +30,10 @@ import numpy as np
 
 from roborl.core.errors import ConfigError, RobotError
 from roborl.core.interfaces import RobotDriver
-from roborl.robots import msgs
-from roborl.robots.cameras import CameraFeed, parse_cameras
 from roborl.robots.config import robot_config_dict
-from roborl.robots.transport import (
+from roborl.robots.env.cameras import CameraFeed, parse_cameras
+from roborl.robots.transport import msgs
+from roborl.robots.transport.common import (
     Param,
     add_service,
     declare_parameters,
@@ -234,8 +234,8 @@ class Ros2Driver(RobotDriver):
                 ros_args += ["--params-file", str(cfg["params_file"])]
         name = node_name or cfg.get("node_name") or "roborl_driver"
         checked = cls(cfg)  # the config's own checks first, before any ROS traffic
-        from roborl.robots.security import apply_security
-        from roborl.robots.transport import rclpy_available
+        from roborl.robots.transport.common import rclpy_available
+        from roborl.robots.transport.security import apply_security
 
         kind = cfg.get("transport", "auto")
         kind = ("rclpy" if rclpy_available() else "dds") if kind == "auto" else kind
@@ -391,7 +391,7 @@ class Ros2Driver(RobotDriver):
             point = msgs.JointTrajectoryPoint(positions=a, time_from_start=tfs)
             # Stamped with the node's clock (sim time with use_sim_time): the trajectory
             # starts when it was commanded, and the controller can tell how old it is.
-            from roborl.robots.transport import now
+            from roborl.robots.transport.common import now
 
             header = msgs.Header(stamp=msgs.stamp_now(now(self._transport)))
             msg = msgs.JointTrajectory(
@@ -545,7 +545,7 @@ class Ros2Driver(RobotDriver):
                 for k, v in values.items()
             ],
         )
-        from roborl.robots.transport import now
+        from roborl.robots.transport.common import now
 
         header = msgs.Header(stamp=msgs.stamp_now(now(self._transport)))
         try:

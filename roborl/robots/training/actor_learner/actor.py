@@ -47,10 +47,10 @@ from roborl.core.errors import ConfigError, RobotError
 from roborl.core.loops.collectors import Chunk
 from roborl.core.obs import add_batch_axis, stack_obs
 from roborl.core.spaces import space_to_dict
-from roborl.robots.actor_learner import keys as keyring
-from roborl.robots.actor_learner import wire
-from roborl.robots.actor_learner.learner import ActorLearnerConfig
-from roborl.robots.nodes import emit_event, guard_command
+from roborl.robots.nodes.common import emit_event, guard_command
+from roborl.robots.training.actor_learner import keys as keyring
+from roborl.robots.training.actor_learner import wire
+from roborl.robots.training.actor_learner.learner import ActorLearnerConfig
 
 STATS_EVERY_S = 1.0
 

@@ -65,8 +65,8 @@ from roborl.core.interfaces import Algorithm
 from roborl.core.loops.collectors import Chunk, Collector
 from roborl.core.obs import concat_obs
 from roborl.core.spaces import space_from_dict
-from roborl.robots.actor_learner import keys as keyring
-from roborl.robots.actor_learner import wire
+from roborl.robots.training.actor_learner import keys as keyring
+from roborl.robots.training.actor_learner import wire
 
 if TYPE_CHECKING:
     from roborl.core.context import TrainContext
@@ -139,8 +139,8 @@ def learner_spaces(robot_cfg: Mapping[str, Any], cfg: ActorLearnerConfig) -> tup
             "spaces: {type: Box, low, high, shape, dtype})."
         )
     from roborl.robots.config import robot_config_dict
-    from roborl.robots.driver import Ros2Driver
-    from roborl.robots.env import robot_observation_space
+    from roborl.robots.env.driver import Ros2Driver
+    from roborl.robots.env.robot_env import robot_observation_space
 
     robot_cfg = robot_config_dict(robot_cfg)  # the defaults the actor's RobotEnv uses
     driver = Ros2Driver(robot_cfg)  # parses the config only: no node, no connection

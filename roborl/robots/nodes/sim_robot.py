@@ -30,7 +30,7 @@ import numpy as np
 from roborl.core.compose import register_command_config
 from roborl.core.config import rng
 from roborl.core.errors import ConfigError
-from roborl.robots.nodes import (
+from roborl.robots.nodes.common import (
     ROS_ARGS_HELP,
     SIM_ROBOT_CONFIG,
     announce,
@@ -199,8 +199,8 @@ class _CameraPublisher:
     def __init__(self, cams: list[SimCamera], base: Any, transport: Any, qos: Any) -> None:
         import mujoco
 
-        from roborl.robots import msgs
-        from roborl.robots.transport import publisher
+        from roborl.robots.transport import msgs
+        from roborl.robots.transport.common import publisher
 
         self.base = base
         self.items = []
@@ -217,7 +217,7 @@ class _CameraPublisher:
         self.published = 0
 
     def publish(self, stamp: Any) -> None:
-        from roborl.robots.cameras import encode_image
+        from roborl.robots.env.cameras import encode_image
 
         now = time.monotonic()
         for item in self.items:
@@ -239,7 +239,7 @@ def sim_robot(argv: list[str]) -> int:
     [on_terminate=reset|hold] [--ros-args -p rate_hz:=N ...]`."""
     from roborl.core.envs import make_env
     from roborl.core.plugins import get_host
-    from roborl.robots.transport import (
+    from roborl.robots.transport.common import (
         Param,
         declare_parameters,
         make_transport,
@@ -340,8 +340,8 @@ def _serve_sim(
     cameras: _CameraPublisher | None = None,
 ) -> int:
     """sim-robot's loop, with its parameters `p` resolved."""
-    from roborl.robots import msgs
-    from roborl.robots.transport import add_service, now, publisher, subscribe
+    from roborl.robots.transport import msgs
+    from roborl.robots.transport.common import add_service, now, publisher, subscribe
 
     by_name = {t[0]: t for t in table}
     unknown = [j for j in p["joints"] if j not in by_name]

@@ -22,7 +22,7 @@ import numpy as np
 from roborl.core.compose import register_command_config
 from roborl.core.config import rng
 from roborl.core.errors import ConfigError, RobotError
-from roborl.robots.nodes import (
+from roborl.robots.nodes.common import (
     DEPLOY_CONFIG,
     ROS_ARGS_HELP,
     announce,
@@ -91,7 +91,7 @@ def deploy(argv: list[str]) -> int:
     (`algo=llm llm.model=PATH`); its config composes like `roborl eval algo=llm`.
     """
     from roborl.core.cli import _algo_prefix_to_algo
-    from roborl.robots.transport import split_ros_args
+    from roborl.robots.transport.common import split_ros_args
 
     if any(a in ("-h", "--help") for a in argv):
         print(
@@ -152,8 +152,8 @@ class _DeployNode:
     ) -> None:
         from roborl.core.algorithms import algorithm_from_checkpoint
         from roborl.core.plugins import get_host
-        from roborl.robots.driver import Ros2Driver
-        from roborl.robots.transport import Param, rclpy_available
+        from roborl.robots.env.driver import Ros2Driver
+        from roborl.robots.transport.common import Param, rclpy_available
 
         self.opts = opts
         self.lock = threading.RLock()
@@ -218,7 +218,7 @@ class _DeployNode:
         import gymnasium as gym
 
         from roborl.core.algorithms import build_algorithm
-        from roborl.robots.env import robot_observation_space
+        from roborl.robots.env.robot_env import robot_observation_space
 
         self.autostart = bool(self.cfg.pop("autostart"))
         self.on_watchdog = self.cfg.pop("on_watchdog")
@@ -251,7 +251,7 @@ class _DeployNode:
     def _on_configure(self) -> bool:
         """Connect to the robot (wait for a valid JointState) and build the safety layer once;
         a later configure (after cleanup) only checks that the robot still answers."""
-        from roborl.robots.env import RobotEnv
+        from roborl.robots.env.robot_env import RobotEnv
 
         if self.driver is None:
             return False
@@ -262,7 +262,7 @@ class _DeployNode:
                     # Configured is not active: no command until the activate transition.
                     self.env.safety.disable("configured, not yet active", hold=False)
                     if self.sim_time:  # a paused simulation is not a hung policy
-                        from roborl.robots.transport import now
+                        from roborl.robots.transport.common import now
 
                         self.env.safety.clock = lambda: now(self.transport)
                     self.driver.serve_safety(
@@ -286,7 +286,7 @@ class _DeployNode:
         happens here and the first tick is as fast as the rest: a cold first call took 1.2 s
         against a plain rclpy robot, past the default `max_policy_time_s`. Once (an LLM call
         costs seconds); its duration goes into the stats (`warmup_ms`)."""
-        from roborl.robots.env import read_observation
+        from roborl.robots.env.robot_env import read_observation
 
         obs, _, _ = read_observation(self.driver)
         if not isinstance(obs, dict):
@@ -391,7 +391,7 @@ class _DeployNode:
 
     def _pace(self, next_tick: float) -> float:
         """Sleep until the next tick of the node's clock (sim time with use_sim_time)."""
-        from roborl.robots.transport import now
+        from roborl.robots.transport.common import now
 
         clock = (lambda: now(self.transport)) if self.sim_time else time.monotonic
         next_tick += self.period
@@ -421,7 +421,7 @@ class _DeployNode:
                 event="waiting_for_lifecycle",
                 node=getattr(self.transport, "fully_qualified_name", self.opts.node_name),
             )
-        from roborl.robots.env import read_observation
+        from roborl.robots.env.robot_env import read_observation
 
         driver = self.driver
         latency: list[float] = []

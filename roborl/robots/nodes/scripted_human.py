@@ -37,7 +37,7 @@ import numpy as np
 from roborl.core.compose import register_command_config
 from roborl.core.config import rng
 from roborl.core.errors import ConfigError
-from roborl.robots.nodes import (
+from roborl.robots.nodes.common import (
     ROS_ARGS_HELP,
     announce,
     command_help,
@@ -177,7 +177,7 @@ class TeleopWriter:
         self.config = config
 
     def message(self, action: np.ndarray, intervening: bool) -> Any:
-        from roborl.robots import msgs
+        from roborl.robots.transport import msgs
 
         c = self.config
         raw = np.asarray(action, dtype=np.float64) / np.where(c.scale == 0, 1.0, c.scale)
@@ -199,9 +199,9 @@ class TeleopWriter:
 
 def scripted_human(argv: list[str]) -> int:
     """`roborl scripted-human [robot=NAME] [task=0] [window_s=1.0] [...] [--ros-args ...]`."""
-    from roborl.robots import msgs
-    from roborl.robots.intervention import InterventionConfig
-    from roborl.robots.transport import make_transport, split_ros_args, subscribe
+    from roborl.robots.env.intervention import InterventionConfig
+    from roborl.robots.transport import msgs
+    from roborl.robots.transport.common import make_transport, split_ros_args, subscribe
 
     if any(a in ("-h", "--help") for a in argv):
         print(
@@ -249,7 +249,7 @@ def _serve(
     msgs: Any,
     subscribe: Any,
 ) -> int:
-    from roborl.robots.transport import publisher
+    from roborl.robots.transport.common import publisher
 
     latest: dict[str, Any] = {}
     lock = threading.Lock()

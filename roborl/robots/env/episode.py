@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from roborl.core.errors import ConfigError, RobotError
-from roborl.robots.transport import add_service, node_log
+from roborl.robots.transport.common import add_service, node_log
 
 log = logging.getLogger("roborl.robots.episode")
 

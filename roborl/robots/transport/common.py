@@ -170,7 +170,7 @@ def make_transport(
                 "has none: give the same settings as key=value overrides (e.g. rate_hz=200), "
                 "or use transport=rclpy (pip install roborl[ros2])."
             )
-        from roborl.robots.dds_transport import DDSTransport
+        from roborl.robots.transport.dds import DDSTransport
 
         return DDSTransport(node_name)
     if kind == "rclpy":
@@ -180,7 +180,7 @@ def make_transport(
                 "wheels from PyPI) or source your ROS 2 install (e.g. /opt/ros/jazzy/setup.bash), "
                 "or use transport=dds."
             )
-        from roborl.robots.rclpy_transport import RclpyTransport
+        from roborl.robots.transport.rclpy_node import RclpyTransport
 
         return RclpyTransport(
             node_name, namespace=namespace, ros_args=list(ros_args), lifecycle=lifecycle
@@ -249,17 +249,3 @@ def now(t: Any) -> float:
     import time
 
     return time.time()
-
-
-def __getattr__(name: str) -> Any:
-    """`from roborl.robots.transport import DDSTransport` keeps working (lazy: no cyclonedds
-    import for rclpy users)."""
-    if name in ("DDSTransport", "LOOPBACK_XML"):
-        from roborl.robots import dds_transport
-
-        return getattr(dds_transport, name)
-    if name == "RclpyTransport":
-        from roborl.robots.rclpy_transport import RclpyTransport
-
-        return RclpyTransport
-    raise AttributeError(name)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from roborl.core.errors import RobotError
-from roborl.robots.transport import FLUSH_S, domain_id, localhost_only
+from roborl.robots.transport.common import FLUSH_S, domain_id, localhost_only
 
 log = logging.getLogger("roborl.robots.dds_transport")
 

@@ -27,7 +27,7 @@ def emit_event(**fields: Any) -> None:
 def announce(transport: Any, level: int, **fields: Any) -> None:
     """A JSON event on stdout (what scripts and tests read) and a log line on the node's
     logger (what /rosout and `ros2 topic echo /rosout` show)."""
-    from roborl.robots.transport import node_log
+    from roborl.robots.transport.common import node_log
 
     emit_event(**fields)
     if transport is not None:

@@ -41,8 +41,8 @@ from typing import Any
 import numpy as np
 
 from roborl.core.errors import ConfigError
-from roborl.robots import msgs
-from roborl.robots.transport import qos_spec, subscribe
+from roborl.robots.transport import msgs
+from roborl.robots.transport.common import qos_spec, subscribe
 
 TYPES = ("joy", "twist")
 KEYS = ("topic", "type", "axes", "scale", "button", "deadzone", "timeout_s", "qos")

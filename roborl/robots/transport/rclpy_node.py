@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from roborl.core.errors import ConfigError, RobotError
-from roborl.robots.transport import FLUSH_S, Param, qos_spec
+from roborl.robots.transport.common import FLUSH_S, Param, qos_spec
 
 _LEVELS = (
     (logging.CRITICAL, "fatal"),

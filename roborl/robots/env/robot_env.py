@@ -39,12 +39,12 @@ import gymnasium as gym
 import numpy as np
 
 from roborl.core.errors import ConfigError, RobotError
-from roborl.robots import msgs
 from roborl.robots.config import robot_config_dict
-from roborl.robots.driver import Ros2Driver
-from roborl.robots.episode import EpisodeConfig, EpisodeControl, call_trigger
-from roborl.robots.intervention import make_teleop
-from roborl.robots.safety import SafetyConfig, SafetyLayer
+from roborl.robots.env.driver import Ros2Driver
+from roborl.robots.env.episode import EpisodeConfig, EpisodeControl, call_trigger
+from roborl.robots.env.intervention import make_teleop
+from roborl.robots.env.safety import SafetyConfig, SafetyLayer
+from roborl.robots.transport import msgs
 
 log = logging.getLogger("roborl.robots.env")
 
@@ -235,7 +235,7 @@ class RobotEnv(gym.Env):
     def _clock(self) -> float:
         """The control clock: the node's clock (/clock) with use_sim_time, else monotonic."""
         if self.sim_time:
-            from roborl.robots.transport import now
+            from roborl.robots.transport.common import now
 
             return now(self.driver.transport)
         return time.monotonic()
