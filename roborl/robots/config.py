@@ -6,7 +6,7 @@ wrong: unknown keys are refused with a did-you-mean (a `max_detla` is an error, 
 key), limits must be finite with `low < high` per commanded joint, the rate limit must be
 positive, ages, rates and timeouts positive, joint names unique and the commanded joints among
 the observed ones. YAML files under `configs/robot/` list only what differs from these
-dataclasses; ROS parameters (`driver.ROBOT_PARAMS`) take their defaults from the validated
+dataclasses; ROS parameters (`env.driver_params.ROBOT_PARAMS`) take their defaults from the validated
 values.
 
 `robot_config_dict` returns the validated config as a plain dict with every default filled in,

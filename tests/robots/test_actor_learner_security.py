@@ -20,6 +20,7 @@ import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -38,6 +39,7 @@ from roborl.robots.training.actor_learner.learner import (
     ActorLearnerConfig,
     learner_spaces,
 )
+from roborl.robots.transport.protocol import Transport
 
 ROBOT = {
     "name": "ros2",
@@ -354,7 +356,7 @@ def test_spaces_come_from_the_learner_config_not_the_first_message(tmp_path: Pat
 # -- the actor: NaN weights and a silent learner -------------------------------------------------
 
 
-class RecordingTransport:
+class RecordingTransport(Transport):
     """An in-memory robot: publishes JointState for slider and hinge at about 200 Hz and
     records every command the driver sends."""
 
@@ -365,12 +367,12 @@ class RecordingTransport:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def publisher(self, topic: str, msg_type: type):
+    def publisher(self, topic: str, msg_type: type, qos: Any = "default"):
         if topic.endswith("/commands"):
             return lambda msg: self.commands.append(list(msg.data))
         return lambda msg: None
 
-    def subscribe(self, topic: str, msg_type: type, callback):
+    def subscribe(self, topic: str, msg_type: type, callback, qos: Any = "default"):
         if topic == "/joint_states":
 
             def feed() -> None:

@@ -241,7 +241,7 @@ class _DeployNode:
             self.algo = build_algorithm(host, algo_cfg, obs_space, act_space, "cpu")
         self.policy = self.onnx_policy if self.onnx_policy is not None else self.algo.policy()
         _check_policy_space(self.policy.observation_space, obs_space, d)
-        self.sim_time = bool(getattr(self.transport, "use_sim_time", False))
+        self.sim_time = bool(self.transport.use_sim_time)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def _lifecycle(self, state: str) -> None:
@@ -262,9 +262,7 @@ class _DeployNode:
                     # Configured is not active: no command until the activate transition.
                     self.env.safety.disable("configured, not yet active", hold=False)
                     if self.sim_time:  # a paused simulation is not a hung policy
-                        from roborl.robots.transport.common import now
-
-                        self.env.safety.clock = lambda: now(self.transport)
+                        self.env.safety.clock = lambda: self.transport.now()
                     self.driver.serve_safety(
                         self.env.safety,
                         clear=self._clear_estop,
@@ -317,7 +315,7 @@ class _DeployNode:
                 self.transport,
                 logging.INFO,
                 event="deploy_start",
-                node=getattr(self.transport, "fully_qualified_name", self.opts.node_name),
+                node=self.transport.fully_qualified_name or self.opts.node_name,
                 managed=self.managed,
                 rate_hz=self.rate_hz,
                 joints=self.driver.joints,
@@ -391,9 +389,7 @@ class _DeployNode:
 
     def _pace(self, next_tick: float) -> float:
         """Sleep until the next tick of the node's clock (sim time with use_sim_time)."""
-        from roborl.robots.transport.common import now
-
-        clock = (lambda: now(self.transport)) if self.sim_time else time.monotonic
+        clock = (lambda: self.transport.now()) if self.sim_time else time.monotonic
         next_tick += self.period
         if clock() - next_tick > self.period:  # fell behind (or the clock jumped): restart
             next_tick = clock()
@@ -419,7 +415,7 @@ class _DeployNode:
                 self.transport,
                 logging.INFO,
                 event="waiting_for_lifecycle",
-                node=getattr(self.transport, "fully_qualified_name", self.opts.node_name),
+                node=self.transport.fully_qualified_name or self.opts.node_name,
             )
         from roborl.robots.env.robot_env import read_observation
 
@@ -512,7 +508,7 @@ class _DeployNode:
 
         env, driver = self.env, self.driver
         return {
-            "node": getattr(self.transport, "fully_qualified_name", self.opts.node_name),
+            "node": self.transport.fully_qualified_name or self.opts.node_name,
             "rate_hz_target": self.rate_hz,
             "rate_hz_achieved": (len(ticks) - 1) / (ticks[-1] - ticks[0])
             if len(ticks) > 1

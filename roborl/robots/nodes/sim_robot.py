@@ -200,7 +200,6 @@ class _CameraPublisher:
         import mujoco
 
         from roborl.robots.transport import msgs
-        from roborl.robots.transport.common import publisher
 
         self.base = base
         self.items = []
@@ -212,7 +211,7 @@ class _CameraPublisher:
                     f"cannot render camera {cam.name!r} offscreen ({exc}); MuJoCo needs "
                     "MUJOCO_GL=egl (libEGL) or MUJOCO_GL=osmesa (libosmesa6)."
                 ) from None
-            pub = publisher(transport, cam.topic, msgs.Image, qos)
+            pub = transport.publisher(cam.topic, msgs.Image, qos)
             self.items.append([cam, renderer, pub, -float("inf")])
         self.published = 0
 
@@ -241,7 +240,6 @@ def sim_robot(argv: list[str]) -> int:
     from roborl.core.plugins import get_host
     from roborl.robots.transport.common import (
         Param,
-        declare_parameters,
         make_transport,
         qos_spec,
         split_ros_args,
@@ -282,8 +280,7 @@ def sim_robot(argv: list[str]) -> int:
         opts.transport, opts.node_name, namespace=opts.namespace, ros_args=ros_args
     )
     try:
-        p = declare_parameters(
-            transport,
+        p = transport.declare_parameters(
             {
                 "rate_hz": Param(
                     float(opts.rate_hz or 1.0 / _env_dt(base)), "env steps per second"
@@ -341,7 +338,6 @@ def _serve_sim(
 ) -> int:
     """sim-robot's loop, with its parameters `p` resolved."""
     from roborl.robots.transport import msgs
-    from roborl.robots.transport.common import add_service, now, publisher, subscribe
 
     by_name = {t[0]: t for t in table}
     unknown = [j for j in p["joints"] if j not in by_name]
@@ -363,10 +359,10 @@ def _serve_sim(
             f"command_low={low.tolist()} / command_high={high.tolist()} need {n_act} values each, "
             "low <= high."
         )
-    publish = publisher(transport, p["state_topic"], msgs.JointState, qos["state"])
-    clock = publisher(transport, "/clock", msgs.Clock, qos["clock"]) if p["publish_clock"] else None
-    diagnostics = publisher(transport, "/diagnostics", msgs.DiagnosticArray)
-    stamps_sim = bool(getattr(transport, "use_sim_time", False))
+    publish = transport.publisher(p["state_topic"], msgs.JointState, qos["state"])
+    clock = transport.publisher("/clock", msgs.Clock, qos["clock"]) if p["publish_clock"] else None
+    diagnostics = transport.publisher("/diagnostics", msgs.DiagnosticArray)
+    stamps_sim = bool(transport.use_sim_time)
     command = np.zeros(n_act)
     lock = threading.Lock()
     resets: list[threading.Event] = []  # pending reset requests, each set once served
@@ -398,16 +394,16 @@ def _serve_sim(
             return True, f"new episode started (reset request {state['reset_requests']})"
         return False, "sim-robot did not reset within 5 s (is its loop running?)"
 
-    subscribe(transport, p["command_topic"], msgs.Float64MultiArray, on_command, qos["command"])
-    subscribe(transport, p["reset_topic"], msgs.Bool, on_reset, qos["reset"])
-    add_service(transport, "~/reset", "trigger", on_reset_service)
+    transport.subscribe(p["command_topic"], msgs.Float64MultiArray, on_command, qos["command"])
+    transport.subscribe(p["reset_topic"], msgs.Bool, on_reset, qos["reset"])
+    transport.service("~/reset", "trigger", on_reset_service)
     stop = stop_on_signals()
     announce(
         transport,
         logging.INFO,
         event="sim_robot_start",
         env=env_id,
-        node=getattr(transport, "fully_qualified_name", opts.node_name),
+        node=transport.fully_qualified_name or opts.node_name,
         joints=names,
         rate_hz=rate,
         state_topic=p["state_topic"],
@@ -509,7 +505,7 @@ def _serve_sim(
         command_timeouts=state["timeouts"],
         reset_requests=state["reset_requests"],
         sim_time_s=sim_t,
-        last_clock_s=now(transport) if stamps_sim else None,
+        last_clock_s=transport.now() if stamps_sim else None,
         images_published=cameras.published if cameras is not None else 0,
     )
     return 0
@@ -518,7 +514,7 @@ def _serve_sim(
 def _sim_diagnostics(
     msgs: Any, transport: Any, opts: SimRobotOptions, state: dict, ep_len: int, sim_t: float
 ) -> Any:
-    node = getattr(transport, "fully_qualified_name", opts.node_name).lstrip("/")
+    node = (transport.fully_qualified_name or opts.node_name).lstrip("/")
     values = {**state, "episode_length": ep_len, "sim_time_s": round(sim_t, 6)}
     return msgs.DiagnosticArray(
         header=msgs.Header(stamp=msgs.stamp_now(time.time())),
