@@ -33,12 +33,9 @@ from roborl.robots.env.robot_env import RobotEnv
 from roborl.robots.nodes.processes import free_port_pair
 from roborl.robots.training.actor_learner import keys as keyring
 from roborl.robots.training.actor_learner import wire
-from roborl.robots.training.actor_learner.actor import Actor, LearnerLostError
-from roborl.robots.training.actor_learner.learner import (
-    ActorLearnerCollector,
-    ActorLearnerConfig,
-    learner_spaces,
-)
+from roborl.robots.training.actor_learner.actor_loop import Actor, LearnerLostError
+from roborl.robots.training.actor_learner.learner import ActorLearnerCollector
+from roborl.robots.training.actor_learner.settings import ActorLearnerConfig, learner_spaces
 from roborl.robots.transport.protocol import Transport
 
 ROBOT = {
