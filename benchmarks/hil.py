@@ -94,7 +94,7 @@ class Referee:
         from sensor_msgs.msg import JointState
         from std_srvs.srv import Trigger
 
-        from roborl.robots.scripted_human import TabletopExpert
+        from roborl.robots.nodes.scripted_human import TabletopExpert
 
         rclpy.init()
         self.rclpy = rclpy
@@ -279,8 +279,8 @@ def evaluate(a: argparse.Namespace, policy: Any, episodes: int) -> float:
     referee's success service decides), deterministic actions."""
     from roborl.core.compose import compose_dict
     from roborl.core.plugins import get_host
-    from roborl.robots.env import RobotEnv
-    from roborl.robots.scripted_human import SCRIPTED_HUMAN_CONFIG
+    from roborl.robots.env.robot_env import RobotEnv
+    from roborl.robots.nodes.scripted_human import SCRIPTED_HUMAN_CONFIG
 
     cfg = compose_dict(get_host(), robot_args(a), "scripted-human", SCRIPTED_HUMAN_CONFIG)
     env = RobotEnv(cfg["robot"])

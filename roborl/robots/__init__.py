@@ -15,8 +15,8 @@ from roborl.core.hookspecs import hookimpl
 def _make_ros2(robot_cfg: Any) -> Any:
     """The robot env for `train robot=ros2`: a `roborl_driver` node whose ROS parameters
     (defaults: the robot config) decide the config the safety layer uses."""
-    from roborl.robots.driver import Ros2Driver
-    from roborl.robots.env import make_robot_env
+    from roborl.robots.env.driver import Ros2Driver
+    from roborl.robots.env.robot_env import make_robot_env
 
     driver, cfg = Ros2Driver.open(robot_cfg)
     try:
@@ -44,10 +44,10 @@ def roborl_robots() -> dict[str, Any]:
 
 @hookimpl
 def roborl_cli_commands() -> dict[str, Any]:
-    from roborl.robots.actor_learner.actor import actor_cmd
-    from roborl.robots.deploy import deploy_cmd
-    from roborl.robots.scripted_human import scripted_human_cmd
-    from roborl.robots.sim_robot import sim_robot_cmd
+    from roborl.robots.nodes.deploy import deploy_cmd
+    from roborl.robots.nodes.scripted_human import scripted_human_cmd
+    from roborl.robots.nodes.sim_robot import sim_robot_cmd
+    from roborl.robots.training.actor_learner.actor import actor_cmd
 
     return {
         "sim-robot": sim_robot_cmd,
@@ -63,13 +63,13 @@ def roborl_config_dirs() -> list[str]:
 
 
 def _robot_collector(ctx: Any) -> Any:
-    from roborl.robots.collector import RobotCollector
+    from roborl.robots.training.collector import RobotCollector
 
     return RobotCollector(ctx)
 
 
 def _actor_learner_collector(ctx: Any) -> Any:
-    from roborl.robots.actor_learner.learner import ActorLearnerCollector
+    from roborl.robots.training.actor_learner.learner import ActorLearnerCollector
 
     return ActorLearnerCollector(ctx)
 

@@ -6,7 +6,7 @@ wrong: unknown keys are refused with a did-you-mean (a `max_detla` is an error, 
 key), limits must be finite with `low < high` per commanded joint, the rate limit must be
 positive, ages, rates and timeouts positive, joint names unique and the commanded joints among
 the observed ones. YAML files under `configs/robot/` list only what differs from these
-dataclasses; ROS parameters (`driver.ROBOT_PARAMS`) take their defaults from the validated
+dataclasses; ROS parameters (`env.driver_params.ROBOT_PARAMS`) take their defaults from the validated
 values.
 
 `robot_config_dict` returns the validated config as a plain dict with every default filled in,
@@ -54,7 +54,7 @@ class CommandConfig:
 
 @dataclass
 class RobotSafetyConfig:
-    """The safety layer's limits and watchdogs (see `roborl.robots.safety`)."""
+    """The safety layer's limits and watchdogs (see `roborl.robots.env.safety`)."""
 
     low: list[float] | None = field(
         default=None, metadata={"help": "lower command limit per commanded joint (null: -1)"}
@@ -94,7 +94,7 @@ class EstopConfig:
 
 @dataclass
 class SecurityConfig:
-    """SROS2 (see `roborl.robots.security`): require it, and where its keys are."""
+    """SROS2 (see `roborl.robots.transport.security`): require it, and where its keys are."""
 
     require: bool = field(
         default=False,
@@ -193,10 +193,11 @@ class RobotConfig:
     reset: ResetConfig = field(default_factory=ResetConfig)
     cameras: list[Any] = field(default_factory=list, metadata={"help": "sensor_msgs/Image"})
     intervention: dict[str, Any] | None = field(
-        default=None, metadata={"help": "a person's teleop topic (roborl.robots.intervention)"}
+        default=None, metadata={"help": "a person's teleop topic (roborl.robots.env.intervention)"}
     )
     episode: dict[str, Any] | None = field(
-        default=None, metadata={"help": "success signals and time limit (roborl.robots.episode)"}
+        default=None,
+        metadata={"help": "success signals and time limit (roborl.robots.env.episode)"},
     )
 
     def __post_init__(self) -> None:

@@ -37,8 +37,8 @@ def test_first_point_of_a_sweep_is_checked_before_the_multirun() -> None:
 
 def test_plugin_env_names_compose_for_sim_robot() -> None:
     """sim-robot's env=NAME comes from any plugin's config dir (it read roborl's only)."""
-    from roborl.robots.nodes import SIM_ROBOT_CONFIG, compose_options
-    from roborl.robots.sim_robot import SimRobotOptions
+    from roborl.robots.nodes.common import SIM_ROBOT_CONFIG, compose_options
+    from roborl.robots.nodes.sim_robot import SimRobotOptions
 
     opts, cfg = compose_options(
         ["env=safe_point_goal", "rate_hz=50"], SimRobotOptions, SIM_ROBOT_CONFIG, "sim-robot"

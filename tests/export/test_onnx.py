@@ -278,7 +278,7 @@ def test_cli_export_and_eval_with_onnxruntime(
 def test_deploy_takes_runtime_onnx_only_with_a_model_folder() -> None:
     """deploy's side of the switch, checked before any ROS traffic starts (its robot tests
     run the node; the loader it calls is `onnx_policy_from_model_dir`, tested above)."""
-    from roborl.robots.deploy import deploy
+    from roborl.robots.nodes.deploy import deploy
 
     with pytest.raises(ConfigError, match=r"runtime=onnx runs the policy\.onnx of an export"):
         deploy(["runtime=onnx", "checkpoint=last.pt"])

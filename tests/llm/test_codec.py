@@ -107,7 +107,7 @@ def test_policy_holds_on_invalid_replies_by_default(caplog: pytest.LogCaptureFix
 
 def test_safety_layer_turns_the_hold_into_its_hold_command() -> None:
     """What deploy/RobotEnv do with the policy's hold: the hold command, counted nonfinite."""
-    from roborl.robots.safety import SafetyConfig, SafetyLayer
+    from roborl.robots.env.safety import SafetyConfig, SafetyLayer
 
     policy = LLMPolicy(OBS, BOX, LLMConfig(), backend=Replies(["nope"]))
     layer = SafetyLayer(SafetyConfig(low=[-1.0, -0.5], high=[1.0, 2.0]))

@@ -243,7 +243,7 @@ import rclpy
 from cyclonedds.domain import DomainParticipant
 from rclpy.qos import QoSProfile
 from sensor_msgs.msg import JointState
-import roborl.robots.msgs  # cyclonedds IDL types of the raw-DDS transport
+import roborl.robots.transport.msgs  # cyclonedds IDL types of the raw-DDS transport
 
 DomainParticipant(77)
 rclpy.init()

@@ -20,9 +20,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from robot_helpers import jsonl_rows, pid_alive, training_windows
 
 from roborl.core.checkpoint import load_checkpoint
-from roborl.robots.processes import free_port_pair
+from roborl.robots.nodes.processes import free_port_pair
 
 pytestmark = pytest.mark.serial
 
@@ -71,26 +72,6 @@ def _sim_robot(nodes, ros_env):
     return sim
 
 
-def _rows(path: Path) -> list[dict]:
-    if not path.is_file():
-        return []
-    rows = []
-    for line in path.read_text().splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:  # a line being written right now
-            pass
-    return rows
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def _log(run_dir: Path) -> str:
     path = run_dir / "actor" / "actor.log"
     return "\nactor.log:\n" + path.read_text()[-3000:] if path.is_file() else ""
@@ -103,13 +84,6 @@ def _wait(predicate, timeout: float, what: str) -> None:
             return
         time.sleep(0.2)
     raise AssertionError(f"timed out waiting for {what}")
-
-
-def _training_windows(rows: list[dict]) -> tuple[float, float]:
-    """(steps, seconds) of the actor's stepping while the learner had trained (updates > 0),
-    summed over its status windows (reset routines excluded)."""
-    training = [r for r in rows if r["updates"] > 0 and r.get("window_s")]
-    return sum(r["window_steps"] for r in training), sum(r["window_s"] for r in training)
 
 
 def test_actor_learner_end_to_end(ros_env, nodes, tmp_path) -> None:
@@ -134,11 +108,11 @@ def test_actor_learner_end_to_end(ros_env, nodes, tmp_path) -> None:
         # Train until a checkpoint exists, the actor acted with new weights, and it stepped
         # a few seconds while the learner trained.
         def trained() -> bool:
-            rows = _rows(received)
+            rows = jsonl_rows(received)
             return (
                 ckpt_path.is_file()
                 and len({r["policy_digest"] for r in rows}) >= 2
-                and _training_windows(rows)[0] >= 4 * RATE_HZ
+                and training_windows(rows)[0] >= 4 * RATE_HZ
             )
 
         _wait(lambda: trained() or learner.poll() is not None, 200, "training at the actor")
@@ -147,7 +121,7 @@ def test_actor_learner_end_to_end(ros_env, nodes, tmp_path) -> None:
         assert actor_pid not in (os.getpid(), learner.pid)  # a process of its own
 
         # The actor's achieved control rate while the learner trained: within 5% (issue 21).
-        steps, seconds = _training_windows(_rows(received))
+        steps, seconds = training_windows(jsonl_rows(received))
         assert abs(steps / seconds / RATE_HZ - 1.0) < 0.05, (steps, seconds)
 
         # Transitions arrived in the learner's buffer: real robot states (pendulum joint
@@ -163,7 +137,7 @@ def test_actor_learner_end_to_end(ros_env, nodes, tmp_path) -> None:
 
         # Weights reached the actor: its acting policy's digest changed with a weight load
         # whose version is an update count of the learner.
-        rows = _rows(received)
+        rows = jsonl_rows(received)
         assert max(r["weights_version"] for r in rows) > 0 and rows[-1]["weight_loads"] >= 1
 
         # SIGKILL the learner: the actor keeps stepping the robot with its last weights.
@@ -171,30 +145,30 @@ def test_actor_learner_end_to_end(ros_env, nodes, tmp_path) -> None:
         learner.wait(timeout=30)
         killed_at = time.time()
         before = load_checkpoint(ckpt_path)["runner"]
-        version_seen_at_kill = max(r["weights_version"] for r in _rows(stats))
+        version_seen_at_kill = max(r["weights_version"] for r in jsonl_rows(stats))
 
         def stepped_after_kill() -> bool:
-            later = [r for r in _rows(stats) if r["time"] > killed_at + 1.0]
+            later = [r for r in jsonl_rows(stats) if r["time"] > killed_at + 1.0]
             return len(later) >= 2 and later[-1]["steps"] > later[0]["steps"]
 
         _wait(stepped_after_kill, 30, "actor steps after the learner was killed")
         # Weights the learner pushed just before it died may still be in the actor's socket
         # at the kill (its stats are a second apart), so the version may move once; from a
         # second after the kill on, the actor acts with one version: its last weights.
-        later = [r for r in _rows(stats) if r["time"] > killed_at + 1.0]
+        later = [r for r in jsonl_rows(stats) if r["time"] > killed_at + 1.0]
         assert len({r["weights_version"] for r in later}) == 1, later
         version_at_kill = later[-1]["weights_version"]
         assert version_at_kill >= version_seen_at_kill
 
         # learner_timeout_s (5 s by default) without a heartbeat: the actor holds the robot
         # and exits on its own; it does not move the robot again by itself.
-        _wait(lambda: not _alive(actor_pid), 60, "the actor to stop without its learner")
+        _wait(lambda: not pid_alive(actor_pid), 60, "the actor to stop without its learner")
         log = (run_dir / "actor" / "actor.log").read_text()
         assert '"event": "actor_learner_lost"' in log, _log(run_dir)
 
         # A learner resumed from the checkpoint starts a new actor (the pid file names a dead
         # one); it takes the resumed learner's weights.
-        target = int(max(r["steps"] for r in _rows(stats))) + 150
+        target = int(max(r["steps"] for r in jsonl_rows(stats))) + 150
         resumed = subprocess.run(
             [sys.executable, "-m", "roborl.core.cli", "resume", f"run_dir={run_dir}",
              f"total_steps={target}"],
@@ -205,17 +179,17 @@ def test_actor_learner_end_to_end(ros_env, nodes, tmp_path) -> None:
         assert summary["steps"] == target and summary["status"] == "finished"
         assert summary["updates"] > int(before["updates"])
         new_pid = int((run_dir / "actor" / "actor.pid").read_text())
-        assert new_pid != actor_pid and {r["pid"] for r in _rows(received)} == {
+        assert new_pid != actor_pid and {r["pid"] for r in jsonl_rows(received)} == {
             actor_pid,
             new_pid,
         }
-        assert max(r["weights_version"] for r in _rows(stats)) > version_at_kill
+        assert max(r["weights_version"] for r in jsonl_rows(stats)) > version_at_kill
         # The resumed learner's orderly end stopped the actor it started.
-        _wait(lambda: not _alive(new_pid), 40, "the new actor to stop")
+        _wait(lambda: not pid_alive(new_pid), 40, "the new actor to stop")
         actor_pid = new_pid
     finally:
         if learner.poll() is None:
             learner.kill()
             learner.wait()
-        if actor_pid is not None and _alive(actor_pid):
+        if actor_pid is not None and pid_alive(actor_pid):
             os.kill(actor_pid, signal.SIGKILL)

@@ -20,6 +20,7 @@ import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -28,16 +29,14 @@ import zmq
 
 from roborl.core.errors import ConfigError
 from roborl.core.loops.collectors import Chunk
-from roborl.robots.actor_learner import keys as keyring
-from roborl.robots.actor_learner import wire
-from roborl.robots.actor_learner.actor import Actor, LearnerLostError
-from roborl.robots.actor_learner.learner import (
-    ActorLearnerCollector,
-    ActorLearnerConfig,
-    learner_spaces,
-)
-from roborl.robots.env import RobotEnv
-from roborl.robots.processes import free_port_pair
+from roborl.robots.env.robot_env import RobotEnv
+from roborl.robots.nodes.processes import free_port_pair
+from roborl.robots.training.actor_learner import keys as keyring
+from roborl.robots.training.actor_learner import wire
+from roborl.robots.training.actor_learner.actor_loop import Actor, LearnerLostError
+from roborl.robots.training.actor_learner.learner import ActorLearnerCollector
+from roborl.robots.training.actor_learner.settings import ActorLearnerConfig, learner_spaces
+from roborl.robots.transport.protocol import Transport
 
 ROBOT = {
     "name": "ros2",
@@ -354,7 +353,7 @@ def test_spaces_come_from_the_learner_config_not_the_first_message(tmp_path: Pat
 # -- the actor: NaN weights and a silent learner -------------------------------------------------
 
 
-class RecordingTransport:
+class RecordingTransport(Transport):
     """An in-memory robot: publishes JointState for slider and hinge at about 200 Hz and
     records every command the driver sends."""
 
@@ -365,12 +364,12 @@ class RecordingTransport:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def publisher(self, topic: str, msg_type: type):
+    def publisher(self, topic: str, msg_type: type, qos: Any = "default"):
         if topic.endswith("/commands"):
             return lambda msg: self.commands.append(list(msg.data))
         return lambda msg: None
 
-    def subscribe(self, topic: str, msg_type: type, callback):
+    def subscribe(self, topic: str, msg_type: type, callback, qos: Any = "default"):
         if topic == "/joint_states":
 
             def feed() -> None:
@@ -394,7 +393,7 @@ def test_actor_refuses_nan_weights_and_holds_when_the_learner_goes_silent(tmp_pa
     loads finite ones, and once nothing arrives for learner_timeout_s it sends the hold and
     stops: the robot's last commands are holds and no motion follows, even when the learner
     speaks again."""
-    from roborl.robots.driver import Ros2Driver
+    from roborl.robots.env.driver import Ros2Driver
 
     transport = RecordingTransport()
     env = RobotEnv(ROBOT, driver=Ros2Driver(ROBOT, transport=transport))

@@ -12,7 +12,7 @@ from roborl.core.errors import RobotError
 from roborl.core.loops.collectors import Chunk
 from roborl.core.plugins import get_host
 from roborl.core.runner import build_algorithm
-from roborl.robots.actor_learner import wire
+from roborl.robots.training.actor_learner import wire
 
 ACT = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
 BOX = gym.spaces.Box(-np.inf, np.inf, (4,), np.float64)

@@ -10,10 +10,11 @@ import pytest
 from rosbags.typesys import Stores, get_typestore
 
 from roborl.core.errors import ConfigError, RobotError
-from roborl.robots import msgs
-from roborl.robots.driver import Ros2Driver, parse_joint_state
-from roborl.robots.safety import SafetyConfig, SafetyLayer
-from roborl.robots.transport import DDSTransport, domain_id
+from roborl.robots.env.driver import Ros2Driver, parse_joint_state
+from roborl.robots.env.safety import SafetyConfig, SafetyLayer
+from roborl.robots.transport import msgs
+from roborl.robots.transport.common import domain_id
+from roborl.robots.transport.dds import DDSTransport
 
 TS = get_typestore(Stores.ROS2_HUMBLE)
 
@@ -127,7 +128,7 @@ def test_cyclone_config_always_carries_fastdds_compat_and_keeps_user_config(
 ) -> None:
     """The Fast DDS setting comes first, so a user's CYCLONEDDS_URI (merged after it) still
     applies and can override it; the loopback config only stands in for a missing URI."""
-    from roborl.robots.dds_transport import FASTDDS_COMPAT_XML, LOOPBACK_XML, cyclone_config
+    from roborl.robots.transport.dds import FASTDDS_COMPAT_XML, LOOPBACK_XML, cyclone_config
 
     assert "<IgnoreTypeInformation>1.15</IgnoreTypeInformation>" in FASTDDS_COMPAT_XML
     for var in ("CYCLONEDDS_URI", "ROS_LOCALHOST_ONLY", "ROS_AUTOMATIC_DISCOVERY_RANGE"):

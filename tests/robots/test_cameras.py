@@ -19,12 +19,13 @@ import pytest
 from rosbags.typesys import Stores, get_typestore
 
 from roborl.core.errors import RobotError
-from roborl.robots import _make_ros2, msgs
-from roborl.robots.cameras import CameraFeed, CameraSpec, decode_image, encode_image
+from roborl.robots import _make_ros2
 from roborl.robots.config import robot_preset
-from roborl.robots.driver import Ros2Driver
-from roborl.robots.rclpy_transport import RclpyTransport
-from roborl.robots.safety import SafetyConfig, SafetyLayer
+from roborl.robots.env.cameras import CameraFeed, CameraSpec, decode_image, encode_image
+from roborl.robots.env.driver import Ros2Driver
+from roborl.robots.env.safety import SafetyConfig, SafetyLayer
+from roborl.robots.transport import msgs
+from roborl.robots.transport.rclpy_node import RclpyTransport
 from roborl.sim.tabletop.env import TabletopEnv
 
 START = 90.0  # process start-up on a loaded 2-core machine can take tens of seconds
@@ -347,7 +348,7 @@ def test_connect_names_the_silent_camera_and_its_last_rejected_frame(ros_env) ->
     naming the camera and why its frames were refused (over real DDS traffic)."""
     import threading
 
-    from roborl.robots.dds_transport import DDSTransport
+    from roborl.robots.transport.dds import DDSTransport
 
     robot = DDSTransport("fake_camera_robot")
     state = robot.publisher("/joint_states", msgs.JointState)

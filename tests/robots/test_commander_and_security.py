@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from roborl.core.errors import ConfigError
-from roborl.robots.security import apply_security, dds_has_security
+from roborl.robots.transport.security import apply_security, dds_has_security
 
 ROOT = Path(__file__).resolve().parents[2]
 ROBOT = ROOT / "benchmarks" / "peers" / "stop_robot.py"

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from roborl.robots.processes import EventProcess
+from roborl.robots.nodes.processes import EventProcess
 
 START = 120.0
 ROBOT = Path(__file__).resolve().parents[2] / "benchmarks" / "peers" / "joint_state_robot.py"

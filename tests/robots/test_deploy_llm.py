@@ -9,8 +9,8 @@ from __future__ import annotations
 import threading
 import time
 
-from roborl.robots import msgs
-from roborl.robots.transport import DDSTransport
+from roborl.robots.transport import msgs
+from roborl.robots.transport.dds import DDSTransport
 
 START = 90.0
 

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from roborl.core.errors import ConfigError
-from roborl.robots.env import RobotEnv
-from roborl.robots.episode import EpisodeConfig, EpisodeControl, call_trigger
-from roborl.robots.transport import make_transport
+from roborl.robots.env.episode import EpisodeConfig, EpisodeControl, call_trigger
+from roborl.robots.env.robot_env import RobotEnv
+from roborl.robots.transport.common import make_transport
 
 START = 120.0
 

@@ -34,8 +34,8 @@ NETNS_CYCLONE = (
 CHILD = textwrap.dedent(
     """
     import json, sys, threading, time
-    from roborl.robots import msgs
-    from roborl.robots.transport import make_transport
+    from roborl.robots.transport import msgs
+    from roborl.robots.transport.common import make_transport
     t = make_transport(sys.argv[1], "roborl_vs_fastdds")
     got = {"js": [], "fa": []}
     lock = threading.Lock()

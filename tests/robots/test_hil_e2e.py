@@ -12,7 +12,6 @@ target while the learner trains. Marked serial: it asserts a rate.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -22,10 +21,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from robot_helpers import jsonl_rows, pid_alive, training_windows
 
 from roborl.core.checkpoint import load_checkpoint
 from roborl.core.datasets import OfflineDataset
-from roborl.robots.processes import free_port_pair
+from roborl.robots.nodes.processes import free_port_pair
 
 pytestmark = pytest.mark.serial
 
@@ -99,33 +99,6 @@ def _train_args(run_dir: Path, demos: Path, port: int) -> list[str]:
     ]
 
 
-def _rows(path: Path) -> list[dict]:
-    if not path.is_file():
-        return []
-    rows = []
-    for line in path.read_text().splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:  # a line being written right now
-            pass
-    return rows
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def _training_windows(rows: list[dict]) -> tuple[float, float]:
-    """(steps, seconds) of the actor's stepping while the learner had trained (updates > 0),
-    summed over its status windows (reset routines excluded)."""
-    training = [r for r in rows if r["updates"] > 0 and r.get("window_s")]
-    return sum(r["window_steps"] for r in training), sum(r["window_s"] for r in training)
-
-
 def _flagged(ckpt_path: Path) -> int:
     try:
         buf = load_checkpoint(ckpt_path)["buffer"]
@@ -168,9 +141,9 @@ def test_scripted_human_corrections_reach_the_learner_at_the_control_rate(
     try:
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and learner.poll() is None:
-            rows = _rows(received)
+            rows = jsonl_rows(received)
             if (
-                _training_windows(rows)[0] >= 6 * RATE_HZ
+                training_windows(rows)[0] >= 6 * RATE_HZ
                 and ckpt_path.is_file()
                 and _flagged(ckpt_path) >= 5
             ):
@@ -183,7 +156,7 @@ def test_scripted_human_corrections_reach_the_learner_at_the_control_rate(
         assert actor_pid not in (os.getpid(), learner.pid)  # a process of its own
 
         # The actor's achieved control rate while the learner trained: within 5% (issue 21).
-        steps, seconds = _training_windows(_rows(received))
+        steps, seconds = training_windows(jsonl_rows(received))
         assert steps >= 6 * RATE_HZ, (steps, seconds, tail)
         assert abs(steps / seconds / RATE_HZ - 1.0) < 0.05, (steps, seconds)
 
@@ -216,5 +189,5 @@ def test_scripted_human_corrections_reach_the_learner_at_the_control_rate(
             except subprocess.TimeoutExpired:
                 learner.kill()
                 learner.wait()
-        if actor_pid is not None and _alive(actor_pid):
+        if actor_pid is not None and pid_alive(actor_pid):
             os.kill(actor_pid, signal.SIGKILL)

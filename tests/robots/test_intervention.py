@@ -19,11 +19,11 @@ import pytest
 
 from roborl.core.envs import SharedEnv
 from roborl.core.errors import ConfigError
-from roborl.robots import msgs
-from roborl.robots.collector import RobotCollector
-from roborl.robots.env import RobotEnv
-from roborl.robots.intervention import InterventionConfig
-from roborl.robots.transport import make_transport
+from roborl.robots.env.intervention import InterventionConfig
+from roborl.robots.env.robot_env import RobotEnv
+from roborl.robots.training.collector import RobotCollector
+from roborl.robots.transport import msgs
+from roborl.robots.transport.common import make_transport
 
 MAX_DELTA = 0.3
 

@@ -15,8 +15,8 @@ import numpy as np
 
 from roborl.core.compose import compose_dict
 from roborl.core.plugins import get_host
-from roborl.robots.env import RobotEnv
-from roborl.robots.scripted_human import SCRIPTED_HUMAN_CONFIG
+from roborl.robots.env.robot_env import RobotEnv
+from roborl.robots.nodes.scripted_human import SCRIPTED_HUMAN_CONFIG
 
 START = 120.0
 

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from roborl.robots import msgs
-from roborl.robots.transport import DDSTransport
+from roborl.robots.transport import msgs
+from roborl.robots.transport.dds import DDSTransport
 
 START = 90.0  # process start-up on a loaded 2-core machine can take tens of seconds
 ROBOT = ["robot=ros2", "robot.transport=dds", "robot.connect_timeout_s=60"]

@@ -21,8 +21,8 @@ import time
 
 import pytest
 
-from roborl.robots import msgs
-from roborl.robots.dds_transport import DDSTransport
+from roborl.robots.transport import msgs
+from roborl.robots.transport.dds import DDSTransport
 
 # A plain ROS 2 node: `talk` publishes JointState at 50 Hz; `listen` prints each received
 # JointState / Float64MultiArray as a JSON line and exits once it has three of each.

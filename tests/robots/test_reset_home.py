@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from roborl.core.errors import ConfigError, RobotError
-from roborl.robots import msgs
-from roborl.robots.env import RobotEnv
-from roborl.robots.transport import DDSTransport
+from roborl.robots.env.robot_env import RobotEnv
+from roborl.robots.transport import msgs
+from roborl.robots.transport.dds import DDSTransport
 
 START = [0.8, -0.5]
 HOME = [0.0, 0.2]

@@ -78,7 +78,7 @@ def test_rate_limit_never_walks_past_a_limit() -> None:
     """The issue's case: with `low=-1`, repeated steps towards -3 stop at the limit."""
     import numpy as np
 
-    from roborl.robots.safety import SafetyConfig, SafetyLayer
+    from roborl.robots.env.safety import SafetyConfig, SafetyLayer
 
     layer = SafetyLayer(SafetyConfig(low=[-1.0], high=[1.0], max_delta=0.5))
     commands = [layer.filter(np.array([-3.0]), 0.0).command[0] for _ in range(6)]

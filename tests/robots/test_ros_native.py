@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from roborl.robots.processes import EventProcess as Proc
+from roborl.robots.nodes.processes import EventProcess as Proc
 
 START = 120.0  # node start-up on a loaded 2-core machine can take tens of seconds
 
@@ -452,7 +452,7 @@ def test_bad_ros_parameter_type_is_a_clear_error(rclpy_env, procs) -> None:
 
 def test_split_ros_args_and_qos_settings() -> None:
     from roborl.core.errors import ConfigError
-    from roborl.robots.transport import qos_spec, split_ros_args
+    from roborl.robots.transport.common import qos_spec, split_ros_args
 
     own, ros = split_ros_args(
         ["rate_hz=5", "--ros-args", "-p", "a:=1", "--", "seed=2", "--ros-args", "-r", "__ns:=/x"]
@@ -559,7 +559,7 @@ def test_train_driver_sensor_data_qos_and_ros_parameters(rclpy_env, procs) -> No
 def test_trajectory_time_from_start_is_the_control_period(rclpy_env, procs) -> None:
     """ros2_controllers read time_from_start as when to reach the point: one control period
     (1/20 s here), never 0, unless robot.command.time_from_start_s says otherwise."""
-    from roborl.robots.driver import Ros2Driver
+    from roborl.robots.env.driver import Ros2Driver
 
     robot = procs(peer(SENSOR_ROBOT, "240"), rclpy_env, roborl=False)
     robot.wait_event("ready", START)

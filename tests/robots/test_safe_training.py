@@ -24,10 +24,10 @@ from roborl.core.errors import ConfigError
 from roborl.core.plugins import get_host
 from roborl.core.runner import Runner
 from roborl.plugins.sac.sac import SAC
-from roborl.robots import msgs
-from roborl.robots.driver import Ros2Driver
-from roborl.robots.env import RobotEnv
-from roborl.robots.transport import DDSTransport
+from roborl.robots.env.driver import Ros2Driver
+from roborl.robots.env.robot_env import RobotEnv
+from roborl.robots.transport import msgs
+from roborl.robots.transport.dds import DDSTransport
 
 START = 90.0
 COMMAND_TOPIC = "/forward_command_controller/commands"

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from roborl.core.errors import RobotError
-from roborl.robots.safety import SafetyConfig, SafetyLayer
+from roborl.robots.env.safety import SafetyConfig, SafetyLayer
 
 HOLD = [0.0, 0.0]
 

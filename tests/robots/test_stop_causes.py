@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from roborl.robots.processes import EventProcess as Proc
+from roborl.robots.nodes.processes import EventProcess as Proc
 
 ROOT = Path(__file__).resolve().parents[2]
 ROBOT = ROOT / "benchmarks" / "peers" / "stop_robot.py"
@@ -309,7 +309,7 @@ def test_killed_learner_leaves_the_actor_holding(rclpy_env, procs, tmp_path) -> 
     """collector=actor_learner: SIGKILL the learner while its actor drives the robot. The actor
     hears nothing for learner_timeout_s, holds, stops, and its final command (the last one the
     robot gets) is the hold; no non-hold command follows the first hold after the kill."""
-    from roborl.robots.processes import free_port_pair
+    from roborl.robots.nodes.processes import free_port_pair
 
     robot = procs([sys.executable, str(ROBOT), "--rate", "100", "--clamp", "1e6"], rclpy_env)
     robot.wait_event("ready", START)

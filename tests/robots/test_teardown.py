@@ -20,8 +20,8 @@ ROUNDS = 12
 FLOOD = textwrap.dedent(
     """
     import time
-    from roborl.robots import msgs
-    from roborl.robots.transport import DDSTransport
+    from roborl.robots.transport import msgs
+    from roborl.robots.transport.dds import DDSTransport
     t = DDSTransport("flood")
     pub = t.publisher("/joint_states", msgs.JointState)
     m = msgs.JointState(name=["slider", "hinge"], position=[0.0, 0.1], velocity=[0.0, 0.0])
@@ -36,9 +36,9 @@ CHILD = textwrap.dedent(
     f"""
     import gc, threading, time
     import numpy as np
-    from roborl.robots import msgs
-    from roborl.robots.env import RobotEnv
-    from roborl.robots.transport import DDSTransport
+    from roborl.robots.transport import msgs
+    from roborl.robots.env.robot_env import RobotEnv
+    from roborl.robots.transport.dds import DDSTransport
     cfg = dict(joints=["slider", "hinge"], transport="dds", rate_hz=200.0,
                connect_timeout_s=60.0, command=dict(joints=["slider"]),
                safety=dict(low=[-1.0], high=[1.0], max_state_age_s=5.0),

@@ -12,10 +12,13 @@ import dataclasses
 import json
 import signal
 import sys
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from roborl.core.config import build_config
 from roborl.core.errors import RoborlError, RobotError
+
+if TYPE_CHECKING:
+    from roborl.robots.transport.protocol import Transport
 
 T = TypeVar("T")
 
@@ -24,15 +27,13 @@ def emit_event(**fields: Any) -> None:
     print(json.dumps(fields), flush=True)
 
 
-def announce(transport: Any, level: int, **fields: Any) -> None:
+def announce(transport: Transport | None, level: int, **fields: Any) -> None:
     """A JSON event on stdout (what scripts and tests read) and a log line on the node's
     logger (what /rosout and `ros2 topic echo /rosout` show)."""
-    from roborl.robots.transport import node_log
-
     emit_event(**fields)
     if transport is not None:
         rest = " ".join(f"{k}={v}" for k, v in fields.items() if k != "event")
-        node_log(transport, level, f"{fields.get('event')}: {rest}")
+        transport.log(level, f"{fields.get('event')}: {rest}")
 
 
 SIM_ROBOT_CONFIG = "roborl_sim_robot"

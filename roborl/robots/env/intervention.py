@@ -41,8 +41,8 @@ from typing import Any
 import numpy as np
 
 from roborl.core.errors import ConfigError
-from roborl.robots import msgs
-from roborl.robots.transport import qos_spec, subscribe
+from roborl.robots.transport import msgs
+from roborl.robots.transport.common import qos_spec
 
 TYPES = ("joy", "twist")
 KEYS = ("topic", "type", "axes", "scale", "button", "deadzone", "timeout_s", "qos")
@@ -142,8 +142,8 @@ class Teleop:
 
     def attach(self, transport: Any) -> None:
         """Subscribe on the robot's transport (rclpy node or raw DDS)."""
-        self._reader = subscribe(
-            transport, self.config.topic, self.msg_type, self.on_message, self.config.qos
+        self._reader = transport.subscribe(
+            self.config.topic, self.msg_type, self.on_message, self.config.qos
         )
 
     def decode(self, msg: Any) -> tuple[np.ndarray, bool]:

@@ -30,14 +30,14 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from roborl.core.compose import register_command_config
 from roborl.core.config import rng
 from roborl.core.errors import ConfigError
-from roborl.robots.nodes import (
+from roborl.robots.nodes.common import (
     ROS_ARGS_HELP,
     announce,
     command_help,
@@ -46,6 +46,9 @@ from roborl.robots.nodes import (
     guard_command,
     stop_on_signals,
 )
+
+if TYPE_CHECKING:
+    from roborl.robots.transport.protocol import Transport
 
 SCRIPTED_HUMAN_CONFIG = "roborl_scripted_human"
 EXPERTS = ("tabletop",)
@@ -177,7 +180,7 @@ class TeleopWriter:
         self.config = config
 
     def message(self, action: np.ndarray, intervening: bool) -> Any:
-        from roborl.robots import msgs
+        from roborl.robots.transport import msgs
 
         c = self.config
         raw = np.asarray(action, dtype=np.float64) / np.where(c.scale == 0, 1.0, c.scale)
@@ -199,9 +202,9 @@ class TeleopWriter:
 
 def scripted_human(argv: list[str]) -> int:
     """`roborl scripted-human [robot=NAME] [task=0] [window_s=1.0] [...] [--ros-args ...]`."""
-    from roborl.robots import msgs
-    from roborl.robots.intervention import InterventionConfig
-    from roborl.robots.transport import make_transport, split_ros_args, subscribe
+    from roborl.robots.env.intervention import InterventionConfig
+    from roborl.robots.transport import msgs
+    from roborl.robots.transport.common import make_transport, split_ros_args
 
     if any(a in ("-h", "--help") for a in argv):
         print(
@@ -235,7 +238,7 @@ def scripted_human(argv: list[str]) -> int:
         opts.transport or robot.get("transport", "auto"), opts.node_name, ros_args=ros_args
     )
     try:
-        return _serve(opts, robot, teleop, expert, transport, msgs, subscribe)
+        return _serve(opts, robot, teleop, expert, transport, msgs)
     finally:
         transport.close()
 
@@ -245,12 +248,9 @@ def _serve(
     robot: dict[str, Any],
     teleop: Any,
     expert: TabletopExpert,
-    transport: Any,
+    transport: Transport,
     msgs: Any,
-    subscribe: Any,
 ) -> int:
-    from roborl.robots.transport import publisher
-
     latest: dict[str, Any] = {}
     lock = threading.Lock()
 
@@ -259,8 +259,8 @@ def _serve(
             latest["msg"], latest["t"] = msg, time.monotonic()
 
     state_topic = robot.get("state_topic", "/joint_states")
-    subscribe(transport, state_topic, msgs.JointState, on_state)
-    publish = publisher(transport, teleop.topic, msgs.Joy if teleop.type == "joy" else msgs.Twist)
+    transport.subscribe(state_topic, msgs.JointState, on_state)
+    publish = transport.publisher(teleop.topic, msgs.Joy if teleop.type == "joy" else msgs.Twist)
     writer = TeleopWriter(teleop)
     rule = DriftRule(opts)
     stop = stop_on_signals()
@@ -268,7 +268,7 @@ def _serve(
         transport,
         logging.INFO,
         event="scripted_human_start",
-        node=getattr(transport, "fully_qualified_name", opts.node_name),
+        node=transport.fully_qualified_name or opts.node_name,
         state_topic=state_topic,
         teleop_topic=teleop.topic,
         teleop_type=teleop.type,

@@ -39,12 +39,12 @@ import gymnasium as gym
 import numpy as np
 
 from roborl.core.errors import ConfigError, RobotError
-from roborl.robots import msgs
 from roborl.robots.config import robot_config_dict
-from roborl.robots.driver import Ros2Driver
-from roborl.robots.episode import EpisodeConfig, EpisodeControl, call_trigger
-from roborl.robots.intervention import make_teleop
-from roborl.robots.safety import SafetyConfig, SafetyLayer
+from roborl.robots.env.driver import Ros2Driver
+from roborl.robots.env.episode import EpisodeConfig, EpisodeControl, call_trigger
+from roborl.robots.env.intervention import make_teleop
+from roborl.robots.env.safety import SafetyConfig, SafetyLayer
+from roborl.robots.transport import msgs
 
 log = logging.getLogger("roborl.robots.env")
 
@@ -147,12 +147,11 @@ class RobotEnv(gym.Env):
         self.episode = EpisodeControl(episode_cfg, self.driver.transport)
         self._reset_pub = None
         if self.reset_cfg["mode"] == "topic":
-            self._reset_pub = self.driver._transport.publisher(self.reset_cfg["topic"], msgs.Bool)
+            self._reset_pub = self.driver.transport.publisher(self.reset_cfg["topic"], msgs.Bool)
         # With `use_sim_time` (a ROS parameter of the driver node) steps tick on the node's
         # clock, i.e. /clock: `rate_hz` per sim second, and no step while the sim stands still.
-        self.sim_time = bool(
-            getattr(getattr(self.driver, "transport", None), "use_sim_time", False)
-        )
+        transport = self.driver.transport
+        self.sim_time = bool(transport is not None and transport.use_sim_time)
         if self.sim_time:  # the supervisor too: a paused simulation is not a hung policy
             self.safety.clock = self._clock
         self._next_tick = self._clock()
@@ -235,9 +234,7 @@ class RobotEnv(gym.Env):
     def _clock(self) -> float:
         """The control clock: the node's clock (/clock) with use_sim_time, else monotonic."""
         if self.sim_time:
-            from roborl.robots.transport import now
-
-            return now(self.driver.transport)
+            return self.driver.node_now()
         return time.monotonic()
 
     def _wait_tick(self) -> None:

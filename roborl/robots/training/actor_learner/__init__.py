@@ -1,12 +1,13 @@
 """Actor-learner training on a robot (`collector=actor_learner`), as HIL-SERL runs it.
 
-The **actor** (`roborl actor`, `actor.py`) is a process beside the robot: it owns the robot env
-and its safety layer, runs the policy at the control rate, streams transitions to the learner
-and loads the weights the learner publishes; it never runs a gradient step. It keeps acting
-with its last weights while the learner is slow or restarting, as long as it hears the
-learner's heartbeat; after `actor_learner.learner_timeout_s` of silence it holds the robot and
-stops. The **learner** is
-`roborl train` (`learner.py`): the off-policy loop with a collector that hands it whatever
+The **actor** (`roborl actor`, `actor.py`; its loop in `actor_loop.py`) is a process beside
+the robot: it owns the robot env and its safety layer, runs the policy at the control rate,
+streams transitions to the learner and loads the weights the learner publishes; it never runs
+a gradient step. It keeps acting with its last weights while the learner is slow or
+restarting, as long as it hears the learner's heartbeat; after
+`actor_learner.learner_timeout_s` of silence it holds the robot and stops. The **learner** is
+`roborl train` (`learner.py`; its config block in `settings.py`, its weights and heartbeat
+thread in `publisher.py`): the off-policy loop with a collector that hands it whatever
 arrived and publishes weights every `sync_every` updates. Messages are defined and checked in
 `wire.py`. SERL (Luo et al., 2024) splits its actor and learner the same way over agentlace
 (ZeroMQ); LeRobot's HIL-SERL port does it over gRPC streams.

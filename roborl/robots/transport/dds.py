@@ -18,7 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 from roborl.core.errors import RobotError
-from roborl.robots.transport import FLUSH_S, domain_id, localhost_only
+from roborl.robots.transport.common import FLUSH_S, check_dds_qos, domain_id, localhost_only
+from roborl.robots.transport.protocol import Transport
 
 log = logging.getLogger("roborl.robots.dds_transport")
 
@@ -52,7 +53,7 @@ def cyclone_config() -> str:
     return ",".join(parts)
 
 
-class DDSTransport:
+class DDSTransport(Transport):
     """ROS 2 wire protocol over Cyclone DDS (pip `cyclonedds`), no ROS 2 install needed.
 
     Samples reach callbacks through one dispatcher thread per transport that waits on a
@@ -152,19 +153,23 @@ class DDSTransport:
         if self._closed:
             raise RobotError(f"DDS transport {self.node_name!r} is closed.")
 
-    def publisher(self, name: str, msg_type: type) -> Callable[[Any], None]:
+    def publisher(self, name: str, msg_type: type, qos: Any = "default") -> Callable[[Any], None]:
         from cyclonedds.pub import DataWriter
 
+        check_dds_qos(qos, name)
         with self._lock:
             self._check_open()
             writer = DataWriter(self.participant, self._topic(name, msg_type), qos=self.qos)
             self._writers.append(writer)
         return writer.write
 
-    def subscribe(self, name: str, msg_type: type, callback: Callable[[Any], None]) -> Any:
+    def subscribe(
+        self, name: str, msg_type: type, callback: Callable[[Any], None], qos: Any = "default"
+    ) -> Any:
         from cyclonedds.core import InstanceState, ReadCondition, SampleState, ViewState
         from cyclonedds.sub import DataReader
 
+        check_dds_qos(qos, name)
         with self._lock:
             self._check_open()
             reader = DataReader(self.participant, self._topic(name, msg_type), qos=self.qos)

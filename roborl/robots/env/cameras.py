@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from roborl.core.errors import ConfigError, RobotError
-from roborl.robots import msgs
+from roborl.robots.transport import msgs
 
 log = logging.getLogger("roborl.robots.cameras")
 
@@ -51,7 +51,7 @@ class CameraSpec:
 
 def parse_cameras(value: Any, where: str = "robot.cameras") -> list[CameraSpec]:
     """The `cameras` list of a robot config, checked (ConfigError names the bad entry)."""
-    from roborl.robots.transport import qos_spec
+    from roborl.robots.transport.common import qos_spec
 
     if value is None:
         return []

@@ -18,7 +18,6 @@ clear a latched e-stop remotely) and publishes the safety layer's state on /diag
 
 from __future__ import annotations
 
-import copy
 import logging
 import math
 import threading
@@ -30,93 +29,17 @@ import numpy as np
 
 from roborl.core.errors import ConfigError, RobotError
 from roborl.core.interfaces import RobotDriver
-from roborl.robots import msgs
-from roborl.robots.cameras import CameraFeed, parse_cameras
 from roborl.robots.config import robot_config_dict
-from roborl.robots.transport import (
-    Param,
-    add_service,
-    declare_parameters,
-    make_transport,
-    node_log,
-    publisher,
-    qos_spec,
-    subscribe,
-)
+from roborl.robots.env.cameras import CameraFeed, parse_cameras
+from roborl.robots.env.driver_params import apply_parameters, robot_parameters
+from roborl.robots.env.driver_safety import SafetyServices
+from roborl.robots.transport import msgs
+from roborl.robots.transport.common import Param, make_transport, qos_spec
+from roborl.robots.transport.protocol import Transport
 
 log = logging.getLogger("roborl.robots.driver")
 
 QOS_TOPICS = ("state", "command", "estop", "diagnostics")
-INTERVENTIONS = (
-    "estop",
-    "watchdog_state",
-    "watchdog_camera",
-    "watchdog_policy",
-    "clamp",
-    "rate_limit",
-    "nonfinite",
-    "watchdog_supervisor",
-)
-
-#: The robot config keys a ROS 2 engineer may set as parameters (dotted = nested in the config).
-#: Empty strings and zeros stand for the config's null ("derive it" / "no limit").
-ROBOT_PARAMS = {
-    "rate_hz": "control rate in Hz",
-    "joints": "observed joints, matched by name in sensor_msgs/JointState",
-    "fields": "JointState fields observed per joint: position, velocity, effort",
-    "state_topic": "sensor_msgs/JointState topic",
-    "estop_topic": "std_msgs/Bool topic; true latches the e-stop",
-    "connect_timeout_s": "seconds to wait for the first valid JointState",
-    "command.interface": "forward (Float64MultiArray), trajectory or twist",
-    "command.controller": "ros2_control controller that takes the commands",
-    "command.joints": "commanded joints, in the controller's order",
-    "command.topic": "command topic ('': derived from interface and controller)",
-    "command.time_from_start_s": "JointTrajectory time_from_start (0: one control period)",
-    "safety.low": "lower command limit per commanded joint",
-    "safety.high": "upper command limit per commanded joint",
-    "safety.max_delta": "largest command change per step (0: no rate limit)",
-    "safety.max_state_age_s": "watchdog: hold when the newest JointState is older",
-    "safety.max_policy_time_s": "watchdog: hold when the policy takes longer",
-    "safety.hold": "hold command: zero (effort/velocity) or last (position)",
-}
-_NULL_AS = {"command.topic": "", "command.time_from_start_s": 0.0, "safety.max_delta": 0.0}
-
-
-def _get(cfg: Mapping[str, Any], dotted: str) -> Any:
-    node: Any = cfg
-    for part in dotted.split("."):
-        node = (node or {}).get(part) if isinstance(node, Mapping) else None
-    return node
-
-
-def robot_parameters(cfg: Mapping[str, Any]) -> dict[str, Param]:
-    """The robot config as ROS parameter declarations (the config values are the defaults)."""
-    out = {}
-    for name, help_ in ROBOT_PARAMS.items():
-        value = _get(cfg, name)
-        if value is None:
-            value = _NULL_AS.get(name)
-        if value is None:
-            continue
-        if isinstance(value, tuple | list):
-            value = list(value)
-        out[name] = Param(value, help_)
-    return out
-
-
-def apply_parameters(cfg: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of `cfg` with the parameter values written back (zeros/'' back to null)."""
-    out = copy.deepcopy(dict(cfg))
-    for name, value in values.items():
-        if name in _NULL_AS and value == _NULL_AS[name]:
-            value = None
-        *path, last = name.split(".")
-        node = out
-        for part in path:
-            node[part] = dict(node.get(part) or {})
-            node = node[part]
-        node[last] = value
-    return out
 
 
 def parse_joint_state(
@@ -148,10 +71,10 @@ def parse_joint_state(
     return np.asarray(out, dtype=np.float64)
 
 
-class Ros2Driver(RobotDriver):
+class Ros2Driver(SafetyServices, RobotDriver):
     """See module docstring; `cfg` is the `robot` config group (roborl/robots/configs)."""
 
-    def __init__(self, cfg: Mapping[str, Any], transport: Any | None = None) -> None:
+    def __init__(self, cfg: Mapping[str, Any], transport: Transport | None = None) -> None:
         cfg = robot_config_dict(cfg)  # typed and validated: unknown keys and bad values refused
         self.joints = list(cfg["joints"])
         self.fields = list(cfg["fields"])
@@ -234,8 +157,8 @@ class Ros2Driver(RobotDriver):
                 ros_args += ["--params-file", str(cfg["params_file"])]
         name = node_name or cfg.get("node_name") or "roborl_driver"
         checked = cls(cfg)  # the config's own checks first, before any ROS traffic
-        from roborl.robots.security import apply_security
-        from roborl.robots.transport import rclpy_available
+        from roborl.robots.transport.common import rclpy_available
+        from roborl.robots.transport.security import apply_security
 
         kind = cfg.get("transport", "auto")
         kind = ("rclpy" if rclpy_available() else "dds") if kind == "auto" else kind
@@ -249,7 +172,7 @@ class Ros2Driver(RobotDriver):
         )
         try:
             params = {**robot_parameters(cfg), **dict(extra_params or {})}
-            resolved = apply_parameters(cfg, declare_parameters(transport, params))
+            resolved = apply_parameters(cfg, transport.declare_parameters(params))
             extras = {k: resolved.pop(k) for k in dict(extra_params or {}) if k in resolved}
             # ROS parameters are checked like the config they override (-p safety.max_delta:=-1).
             resolved = robot_config_dict(resolved)
@@ -261,7 +184,9 @@ class Ros2Driver(RobotDriver):
         return driver, resolved
 
     @property
-    def transport(self) -> Any:
+    def transport(self) -> Transport | None:
+        """The node (rclpy) or DDS participant the driver talks through; None until
+        `connect()` opens one (when none was given) and after `close()`."""
         return self._transport
 
     # -- RobotDriver ------------------------------------------------------------------------
@@ -275,22 +200,23 @@ class Ros2Driver(RobotDriver):
             "twist": msgs.Twist,
         }[self.interface]
         if self._publish is None:
-            self._publish = publisher(t, self.command_topic, kind, self.qos["command"])
-            if hasattr(t, "subscribe_newest"):
-                # rclpy: the state is taken where it is read (`_take_state`), newest only; no
-                # executor work per message, however fast the robot publishes.
-                reader = t.subscribe_newest(self.state_topic, msgs.JointState, self.qos["state"])
+            self._publish = t.publisher(self.command_topic, kind, self.qos["command"])
+            # rclpy: the state is taken where it is read (`_take_state`), newest only; no
+            # executor work per message, however fast the robot publishes. None: no such
+            # reader on this transport (DDS), the state comes through a callback.
+            reader = t.subscribe_newest(self.state_topic, msgs.JointState, self.qos["state"])
+            if reader is not None:
                 self._reader = reader
                 self._take = lambda: t.take_newest(reader, msgs.JointState)
             else:
-                self._reader = subscribe(
-                    t, self.state_topic, msgs.JointState, self._on_state, self.qos["state"]
+                self._reader = t.subscribe(
+                    self.state_topic, msgs.JointState, self._on_state, self.qos["state"]
                 )
-            self._estop_reader = subscribe(
-                t, self.estop_topic, msgs.Bool, self._on_estop, self.qos["estop"]
+            self._estop_reader = t.subscribe(
+                self.estop_topic, msgs.Bool, self._on_estop, self.qos["estop"]
             )
             self._camera_readers = [
-                subscribe(t, c.topic, msgs.Image, self.feeds[c.name].on_message, c.qos)
+                t.subscribe(c.topic, msgs.Image, self.feeds[c.name].on_message, c.qos)
                 for c in self.cameras
             ]
         deadline = time.monotonic() + timeout_s
@@ -319,7 +245,7 @@ class Ros2Driver(RobotDriver):
 
     def other_commanders(self) -> list[str]:
         """Other nodes publishing on the command topic (over rclpy, whose graph lists them)."""
-        node = getattr(self._transport, "node", None)
+        node = self._transport.node if self._transport is not None else None
         if node is None:
             return []
         return sorted(
@@ -337,7 +263,7 @@ class Ros2Driver(RobotDriver):
         deploy, an actor, a teleop tool) is refused at connect unless explicitly allowed.
         Discovery of the other endpoints can trail the robot's first JointState, so the graph
         is read for `discovery_s` more; the diagnostics loop keeps checking afterwards."""
-        node = getattr(self._transport, "node", None)
+        node = self._transport.node if self._transport is not None else None
         if node is None or self.allow_other_commanders:
             return
         # First the robot's own command subscriber (its endpoints are then discovered, and
@@ -391,9 +317,7 @@ class Ros2Driver(RobotDriver):
             point = msgs.JointTrajectoryPoint(positions=a, time_from_start=tfs)
             # Stamped with the node's clock (sim time with use_sim_time): the trajectory
             # starts when it was commanded, and the controller can tell how old it is.
-            from roborl.robots.transport import now
-
-            header = msgs.Header(stamp=msgs.stamp_now(now(self._transport)))
+            header = msgs.Header(stamp=msgs.stamp_now(self.node_now()))
             msg = msgs.JointTrajectory(
                 header=header, joint_names=self.command_joints, points=[point]
             )
@@ -402,6 +326,10 @@ class Ros2Driver(RobotDriver):
             msg = msgs.Twist(linear=msgs.Vector3(*v[:3]), angular=msgs.Vector3(*v[3:]))
         self._publish(msg)
         self.sent += 1
+
+    def node_now(self) -> float:
+        """The node's clock (wall time once the transport is closed)."""
+        return self._transport.now() if self._transport is not None else time.time()
 
     def stop(self, hold: np.ndarray | None = None) -> None:
         """Send the stop command: `hold` (the safety layer's hold, e.g. the last position for
@@ -423,143 +351,6 @@ class Ros2Driver(RobotDriver):
             self._transport = None
             self._publish = None
             self._take = None
-
-    # -- the ROS 2 face of the safety layer ----------------------------------------------------
-    def serve_safety(
-        self,
-        safety: Any,
-        clear: Callable[[], None],
-        extra: Callable[[], dict[str, Any]] | None = None,
-        activate: Callable[[], None] | None = None,
-    ) -> None:
-        """Offer `~/estop` (std_srvs/SetBool) and publish `safety`'s state on /diagnostics.
-
-        SetBool true latches like a True on the e-stop topic (the hold goes out at once);
-        SetBool false calls `clear`, which only clears: motion needs an explicit activate
-        (`~/activate`, std_srvs/Trigger, offered when `activate` is given; a lifecycle node
-        uses its activate transition instead). `extra()` adds node-specific values (e.g. the
-        deploy node's lifecycle state)."""
-        if self._transport is None:
-            raise RobotError("serve_safety() needs an open transport: call connect() first.")
-        self._safety = safety
-        self._status_extra = extra
-        service = "~/estop"
-        if add_service(
-            self._transport, service, "set_bool", lambda data: self._set_estop(clear, data)
-        ):
-            node_log(self._transport, logging.INFO, f"e-stop service {service} (std_srvs/SetBool)")
-        if activate is not None:
-            add_service(
-                self._transport, "~/activate", "trigger", lambda _: self._activate(activate)
-            )
-        self._diag_pub = publisher(
-            self._transport, "/diagnostics", msgs.DiagnosticArray, self.qos["diagnostics"]
-        )
-        self._diag_thread = threading.Thread(
-            target=self._diagnostics_loop, name="roborl-diagnostics", daemon=True
-        )
-        self._diag_thread.start()
-
-    def _set_estop(self, clear: Callable[[], None], data: bool | None) -> tuple[bool, str]:
-        safety = self._safety
-        if data:
-            if self._estop_cb is not None:
-                self._estop_cb("e-stop set by the ~/estop service")
-            else:
-                safety.trigger_estop("e-stop set by the ~/estop service")
-            self.publish_diagnostics()
-            return True, f"e-stop latched ({safety.estop_cause})"
-        if not safety.estopped:
-            return True, "e-stop was not latched"
-        if self.estop_clear == "none":
-            return False, (
-                f"e-stop stays latched ({safety.estop_cause}): robot.estop.clear=none allows no "
-                "remote clear; restart the node once the robot is safe"
-            )
-        was = safety.estop_cause
-        clear()
-        node_log(self._transport, logging.WARNING, f"e-stop cleared by ~/estop (was: {was})")
-        self.publish_diagnostics()
-        return True, f"e-stop cleared (was: {was})"
-
-    def _activate(self, activate: Callable[[], None]) -> tuple[bool, str]:
-        if self._safety.estopped:
-            return False, f"e-stop latched ({self._safety.estop_cause}): clear it first"
-        activate()
-        node_log(self._transport, logging.WARNING, "commanding activated by ~/activate")
-        return True, "activated"
-
-    def status(self) -> tuple[int, str, dict[str, Any]]:
-        """(level, message, values) of the safety layer for /diagnostics (0 OK, 1 WARN, 2 ERROR)."""
-        self._take_state()
-        safety = self._safety
-        counts = dict(safety.interventions) if safety is not None else {}
-        values: dict[str, Any] = {
-            "estopped": bool(safety is not None and safety.estopped),
-            "enabled": bool(safety is not None and safety.enabled),
-            "holds_sent": safety.holds_sent if safety is not None else 0,
-            "estop_cause": (safety.estop_cause if safety is not None else None) or "",
-            "commands_sent": self.sent,
-            "states_received": self.received,
-            "states_rejected": self.rejected,
-            "last_state_error": self.last_error or "",
-        }
-        for kind in sorted({*INTERVENTIONS, *counts}):
-            values[f"interventions.{kind}"] = int(counts.get(kind, 0))
-        for name, feed in self.feeds.items():
-            values[f"camera.{name}.frames_received"] = feed.received
-            values[f"camera.{name}.frames_rejected"] = feed.rejected
-            values[f"camera.{name}.last_error"] = feed.last_error or ""
-        if self._status_extra is not None:
-            values.update(self._status_extra())
-        if values["estopped"]:
-            return 2, f"e-stop latched: {values['estop_cause']}", values
-        with self._lock:
-            age = time.monotonic() - self._stamp
-        max_age = safety.config.max_state_age_s if safety is not None else math.inf
-        if age > max_age:
-            return 1, f"state is stale ({age:.2f}s > {max_age}s): commands hold", values
-        for name, feed in self.feeds.items():
-            cam_age = feed.latest()[1]
-            if cam_age > feed.spec.max_age_s:
-                return (
-                    1,
-                    f"camera {name!r} is stale ({cam_age:.2f}s > {feed.spec.max_age_s}s): "
-                    "commands hold",
-                    values,
-                )
-        return 0, "ok", values
-
-    def publish_diagnostics(self) -> None:
-        if self._diag_pub is None or self._transport is None:
-            return
-        level, message, values = self.status()
-        node = getattr(self._transport, "fully_qualified_name", self.node_name)
-        status = msgs.DiagnosticStatus(
-            level=level,
-            name=f"{node.lstrip('/')}: safety",
-            message=message,
-            hardware_id=self.name,
-            values=[
-                msgs.KeyValue(k, str(v).lower() if isinstance(v, bool) else str(v))
-                for k, v in values.items()
-            ],
-        )
-        from roborl.robots.transport import now
-
-        header = msgs.Header(stamp=msgs.stamp_now(now(self._transport)))
-        try:
-            self._diag_pub(msgs.DiagnosticArray(header=header, status=[status]))
-        except Exception as exc:  # diagnostics must never take the control loop down
-            log.debug("diagnostics publish failed: %s", exc)
-
-    def _diagnostics_loop(self) -> None:
-        while not self._diag_stop.wait(self.diagnostics_period_s):
-            if not self.allow_other_commanders and self._estop_cb is not None:
-                others = self.other_commanders()
-                if others:  # a second commander appeared while running: stop, do not fight
-                    self._estop_cb(f"another node commands this robot: {', '.join(others)}")
-            self.publish_diagnostics()
 
     # -- callbacks -----------------------------------------------------------------------------
     def on_estop(self, callback: Any) -> None:

@@ -41,7 +41,6 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from roborl.core.errors import ConfigError, RobotError
-from roborl.robots.transport import add_service, node_log
 
 log = logging.getLogger("roborl.robots.episode")
 
@@ -92,15 +91,13 @@ class EpisodeControl:
         self._started = time.monotonic()
         self.successes = 0
         if config.success_service:
-            if not add_service(
-                transport, config.success_service, "trigger", self._on_success_service
-            ):
+            served = transport.service(config.success_service, "trigger", self._on_success_service)
+            if served is None:
                 raise ConfigError(
                     f"robot.episode.success_service={config.success_service!r} needs a ROS 2 "
                     "node (transport=rclpy); with transport=dds use success_key instead."
                 )
-            node_log(
-                transport,
+            transport.log(
                 logging.INFO,
                 f"success service {config.success_service} (std_srvs/Trigger)",
             )
@@ -147,7 +144,7 @@ class EpisodeControl:
 def call_trigger(transport: Any, service: str, timeout_s: float) -> str:
     """Call a `std_srvs/Trigger` service and return its message; RobotError if it is absent,
     slow or answers success=false (a reset that failed must not start an episode)."""
-    node = getattr(transport, "node", None)
+    node = transport.node
     if node is None:
         raise ConfigError(
             f"calling the service {service} needs a ROS 2 node (transport=rclpy); with "

@@ -11,7 +11,7 @@ the executor at all: the driver takes the newest message itself when it reads th
 (`subscribe_newest` / `take_newest`), so a robot publishing at 1 kHz costs the executor
 nothing (`benchmarks/results/control_loop_peer.md`). A lifecycle node needs no thread pool:
 its transitions requested over `~/change_state` run on a worker thread that answers the
-service when done (`_defer`, as for roborl's own services), so a transition that waits for other callbacks
+service when done (`rclpy_services.defer`, as for roborl's own services), so a transition that waits for other callbacks
 (configure waits for the robot's first JointState) never blocks the executor that delivers
 them. Transitions, from the service or from roborl itself (`trigger`), run one at a time.
 
@@ -34,148 +34,20 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from roborl.core.errors import ConfigError, RobotError
-from roborl.robots.transport import FLUSH_S, Param, qos_spec
-
-_LEVELS = (
-    (logging.CRITICAL, "fatal"),
-    (logging.ERROR, "error"),
-    (logging.WARNING, "warning"),
-    (logging.INFO, "info"),
-    (logging.DEBUG, "debug"),
+from roborl.robots.transport.common import FLUSH_S, Param, qos_spec
+from roborl.robots.transport.protocol import Transport
+from roborl.robots.transport.rclpy_params import check_type
+from roborl.robots.transport.rclpy_services import (
+    LIFECYCLE_TRANSITIONS,
+    defer,
+    lifecycle_node_class,
 )
-LIFECYCLE_TRANSITIONS = ("configure", "activate", "deactivate", "cleanup", "shutdown")
-log = logging.getLogger(__name__)
+from roborl.robots.transport.rosout import bridge_attach, bridge_detach
+
+log = logging.getLogger("roborl.robots.rclpy_transport")
 
 
-class _RosoutBridge(logging.Handler):
-    """Forwards `roborl.robots.*` Python log records to the newest open node's logger, so
-    safety interventions, e-stops and rejected messages reach /rosout."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.nodes: list[Any] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if not self.nodes:
-            return
-        name = next(n for lvl, n in _LEVELS if record.levelno >= lvl or lvl == logging.DEBUG)
-        try:
-            getattr(self.nodes[-1].get_logger(), name)(self.format(record))
-        except Exception:  # a node being torn down: logging must never raise
-            pass
-
-
-_BRIDGE = _RosoutBridge()
-_ROBOT_LOGGER = logging.getLogger("roborl.robots")
-_SAVED_LEVEL: list[int] = []
-
-
-def _bridge_attach(node: Any) -> None:
-    """Route `roborl.robots.*` INFO and above to `node` (and so to /rosout) while it is open."""
-    if not _BRIDGE.nodes:
-        _SAVED_LEVEL[:] = [_ROBOT_LOGGER.level]
-        _ROBOT_LOGGER.addHandler(_BRIDGE)
-        if _ROBOT_LOGGER.level == logging.NOTSET or _ROBOT_LOGGER.level > logging.INFO:
-            _ROBOT_LOGGER.setLevel(logging.INFO)
-    _BRIDGE.nodes.append(node)
-
-
-def _bridge_detach(node: Any) -> None:
-    """After the last node closes, Python logging is as it was before (stderr for warnings)."""
-    if node in _BRIDGE.nodes:
-        _BRIDGE.nodes.remove(node)
-        if not _BRIDGE.nodes:
-            _ROBOT_LOGGER.removeHandler(_BRIDGE)
-            _ROBOT_LOGGER.setLevel(_SAVED_LEVEL[0] if _SAVED_LEVEL else logging.NOTSET)
-
-
-class _Pending:
-    """A request handed from the executor thread to a worker (see `_defer`)."""
-
-    def __init__(self, request: Any, response: Any) -> None:
-        self.request, self.response = request, response
-
-
-def _defer(srv: Any, lock: threading.Lock | None = None) -> None:
-    """Run a service's callback off the executor thread.
-
-    rclpy's executor calls the service's callback, then `send_response(response, header)`.
-    Here the callback only hands the request on; `send_response` starts a worker thread that
-    runs the real callback (under `lock` when given) and sends its response when it is done.
-    The executor goes straight back to delivering messages, so a handler that waits (a
-    lifecycle configure waiting for the first JointState, sim-robot's reset waiting for its
-    loop) never stalls the subscriptions of the node, and one executor thread is enough."""
-    run, send = srv.callback, srv.send_response
-
-    def work(pending: _Pending, header: Any) -> None:
-        response = pending.response
-        try:
-            if lock is None:
-                response = run(pending.request, response)
-            else:
-                with lock:
-                    response = run(pending.request, response)
-        except Exception as exc:  # answer the caller rather than leave it waiting
-            name = getattr(srv, "srv_name", "?")
-            logging.getLogger("roborl.robots.node").error("service %s failed: %s", name, exc)
-            if hasattr(response, "success"):
-                response.success = False
-        try:
-            send(response, header)
-        except Exception:  # the node closed while the handler ran
-            pass
-
-    def send_response(response: Any, header: Any) -> None:
-        if isinstance(response, _Pending):
-            threading.Thread(
-                target=work, args=(response, header), name="roborl-service", daemon=True
-            ).start()
-        else:
-            send(response, header)
-
-    srv.callback = _Pending
-    srv.send_response = send_response
-
-
-def _lifecycle_node_class() -> type:
-    from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
-
-    class RoborlLifecycleNode(LifecycleNode):
-        """Runs roborl's handler for each transition; a False or an exception fails it."""
-
-        handlers: Mapping[str, Callable[[], bool]] = {}
-
-        def _run(self, name: str, state: Any) -> Any:
-            handler = self.handlers.get(name)
-            base = getattr(super(), f"on_{name}")
-            try:
-                ok = handler() if handler is not None else True
-            except Exception as exc:
-                self.get_logger().error(f"{name} failed: {exc}")
-                ok = False
-            if not ok:
-                return TransitionCallbackReturn.FAILURE
-            return base(state)  # (de)activates lifecycle publishers, if any
-
-        def on_configure(self, state: Any) -> Any:
-            return self._run("configure", state)
-
-        def on_activate(self, state: Any) -> Any:
-            return self._run("activate", state)
-
-        def on_deactivate(self, state: Any) -> Any:
-            return self._run("deactivate", state)
-
-        def on_cleanup(self, state: Any) -> Any:
-            return self._run("cleanup", state)
-
-        def on_shutdown(self, state: Any) -> Any:
-            return self._run("shutdown", state)
-
-    return RoborlLifecycleNode
-
-
-class RclpyTransport:
+class RclpyTransport(Transport):
     """A ROS 2 node that converts the `msgs` dataclasses to and from rclpy messages."""
 
     name = "rclpy"
@@ -205,12 +77,12 @@ class RclpyTransport:
         self._transition_lock = threading.Lock()
         try:
             if lifecycle is not None:
-                cls = _lifecycle_node_class()
+                cls = lifecycle_node_class()
                 self.node = cls(node_name, **kwargs)
                 self.node.handlers = dict(lifecycle)
                 change_state = getattr(self.node, "_service_change_state", None)
                 if change_state is not None:  # None: the lifecycle services are off
-                    _defer(change_state, self._transition_lock)
+                    defer(change_state, self._transition_lock)
             else:
                 self.node = rclpy.create_node(node_name, **kwargs)
         except Exception as exc:  # e.g. a bad node name or namespace, a malformed params file
@@ -230,7 +102,7 @@ class RclpyTransport:
         )
         self._closed = False
         self._keep: list[Any] = []
-        _bridge_attach(self.node)
+        bridge_attach(self.node)
         self._thread.start()
 
     def _spin(self) -> None:
@@ -416,7 +288,7 @@ class RclpyTransport:
             return response
 
         srv = self.node.create_service(srv_type, name, serve)
-        _defer(srv)  # a handler that waits (sim-robot's reset) must not stall the executor
+        defer(srv)  # a handler that waits (sim-robot's reset) must not stall the executor
         self._keep.append(srv)
         return srv
 
@@ -433,7 +305,7 @@ class RclpyTransport:
             # the value is then stored back in the default's type.
             descriptor = ParameterDescriptor(description=p.description, dynamic_typing=True)
             value = self.node.declare_parameter(name, p.value, descriptor).value
-            out[name] = _check_type(self.node.get_fully_qualified_name(), name, value, p.value)
+            out[name] = check_type(self.node.get_fully_qualified_name(), name, value, p.value)
             if type(out[name]) is not type(value) or out[name] != value:
                 retyped.append(Parameter(name, value=out[name]))
         if retyped:
@@ -482,7 +354,7 @@ class RclpyTransport:
             return
         self._closed = True
         self._flush(flush_s)
-        _bridge_detach(self.node)
+        bridge_detach(self.node)
         self._executor.shutdown(timeout_sec=5.0)
         self.node.destroy_node()
         self._context.try_shutdown()
@@ -500,44 +372,3 @@ class RclpyTransport:
             left = deadline - time.monotonic()
             if left <= 0 or not pub.wait_for_all_acked(Duration(seconds=left)):
                 log.warning("%s not acknowledged before close", pub.topic_name)
-
-
-def _check_type(node: str, name: str, value: Any, default: Any) -> Any:
-    """A parameter's value in the default's type (ints allowed for floats, lists by item)."""
-
-    def bad(expected: str) -> ConfigError:
-        return ConfigError(
-            f"parameter {name}:={value!r} of {node} has the wrong type: expected {expected}."
-        )
-
-    if default is None or value is None:
-        return value
-    if isinstance(default, bool):
-        if not isinstance(value, bool):
-            raise bad("true or false")
-        return value
-    if isinstance(default, (int, float)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise bad("a number")
-        if isinstance(default, float):
-            return float(value)
-        if value != int(value):
-            raise bad("an integer")
-        return int(value)
-    if isinstance(default, str):
-        if not isinstance(value, str):
-            raise bad("a string")
-        return value
-    if isinstance(default, (list, tuple)):
-        if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
-            raise bad("a list")
-        items = list(value)
-        kinds = {type(v) for v in default}
-        if kinds and kinds <= {int, float}:
-            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in items):
-                raise bad("a list of numbers")
-            return [float(v) for v in items]
-        if kinds == {str} and not all(isinstance(v, str) for v in items):
-            raise bad("a list of strings")
-        return items
-    return value

@@ -44,180 +44,34 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import queue
-import signal
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import gymnasium as gym
 import numpy as np
 
-from roborl.core.config import build_config, rng
+from roborl.core.config import build_config
 from roborl.core.errors import ConfigError, RobotError
 from roborl.core.interfaces import Algorithm
 from roborl.core.loops.collectors import Chunk, Collector
 from roborl.core.obs import concat_obs
-from roborl.core.spaces import space_from_dict
-from roborl.robots.actor_learner import keys as keyring
-from roborl.robots.actor_learner import wire
+from roborl.robots.training.actor_learner import keys as keyring
+from roborl.robots.training.actor_learner import wire
+from roborl.robots.training.actor_learner.actor_process import running_actor, terminate
+from roborl.robots.training.actor_learner.publisher import WeightsPublisher
+from roborl.robots.training.actor_learner.settings import (
+    ActorLearnerConfig,
+    check_bind,
+    learner_spaces,
+)
 
 if TYPE_CHECKING:
     from roborl.core.context import TrainContext
 
 log = logging.getLogger("roborl.robots.actor_learner")
 MAX_MESSAGES_PER_RECEIVE = 2000  # a flooding peer cannot keep `collect` from returning
-
-
-@dataclass
-class ActorLearnerConfig:
-    """The `actor_learner:` section of the config (the actor reads it from config.json too)."""
-
-    port: int = field(default=5555, metadata=rng(1, 65534, "transitions in; weights on port+1"))
-    bind: str = field(
-        default="127.0.0.1",
-        metadata={"help": "0.0.0.0 for a remote actor (then keys are required)"},
-    )
-    spawn: bool = field(default=True, metadata={"help": "start `roborl actor` locally"})
-    sync_every: int = field(default=50, metadata=rng(1, None, "updates between weight pushes"))
-    send_every: int = field(default=10, metadata=rng(1, None, "actor steps per chunk"))
-    timeout_s: float = field(default=300.0, metadata=rng(0.1, None, "wait for the actor"))
-    keys: str | None = field(
-        default=None,
-        metadata={"help": "CURVE keys from `roborl actor keys dir=DIR` (required off loopback)"},
-    )
-    max_message_mb: float = field(
-        default=64.0, metadata=rng(0.001, 4096.0, "largest frame either end accepts, MiB")
-    )
-    heartbeat_s: float = field(
-        default=0.5, metadata=rng(0.01, None, "learner -> actor heartbeat period")
-    )
-    learner_timeout_s: float = field(
-        default=5.0, metadata=rng(0.05, None, "actor holds and stops after this much silence")
-    )
-    spaces: dict | None = field(
-        default=None,
-        metadata={"help": "{observation, action} spaces for a robot plugin other than ros2"},
-    )
-
-    @property
-    def max_message_bytes(self) -> int:
-        """Frames over this are dropped and counted (`dropped_oversized`). Sockets set
-        libzmq's MAXMSGSIZE to twice this: a frame past that hard cut is never buffered,
-        libzmq closes the sender's connection instead (counted as `disconnects`)."""
-        return int(self.max_message_mb * 2**20)
-
-
-def learner_spaces(robot_cfg: Mapping[str, Any], cfg: ActorLearnerConfig) -> tuple[Any, Any]:
-    """(observation space, action space) from the learner's own config, never from a peer.
-
-    For `robot.name: ros2` they follow from the robot config as the actor's `RobotEnv`
-    builds them (observed joints x fields, plus one uint8 image per camera; a Box of the
-    safety limits of the commanded joints), without opening the robot. Another robot plugin
-    states them in `actor_learner.spaces` (the `space_to_dict` form a checkpoint stores)."""
-    if cfg.spaces is not None:
-        try:
-            obs, act = cfg.spaces["observation"], cfg.spaces["action"]
-            return space_from_dict(obs), space_from_dict(act)
-        except Exception as exc:
-            raise ConfigError(
-                f"actor_learner.spaces={cfg.spaces!r} is not {{observation: SPACE, action: "
-                f"SPACE}} with SPACE like {{type: Box, low: -1, high: 1, shape: [2], dtype: "
-                f"float32}} ({exc})."
-            ) from exc
-    if robot_cfg.get("name") != "ros2":
-        raise ConfigError(
-            f"collector=actor_learner with robot.name={robot_cfg.get('name')!r}: the learner "
-            "takes its spaces from its config, and only a ros2 robot config describes them. "
-            "Set actor_learner.spaces={observation: ..., action: ...} (as a checkpoint's "
-            "spaces: {type: Box, low, high, shape, dtype})."
-        )
-    from roborl.robots.config import robot_config_dict
-    from roborl.robots.driver import Ros2Driver
-    from roborl.robots.env import robot_observation_space
-
-    robot_cfg = robot_config_dict(robot_cfg)  # the defaults the actor's RobotEnv uses
-    driver = Ros2Driver(robot_cfg)  # parses the config only: no node, no connection
-    n_cmd = len(driver.command_joints)
-    safety = dict(robot_cfg.get("safety") or {})
-    low = np.asarray(safety.get("low") or [-1.0] * n_cmd, np.float32)
-    high = np.asarray(safety.get("high") or [1.0] * n_cmd, np.float32)
-    if low.shape != (n_cmd,) or high.shape != (n_cmd,):
-        raise ConfigError(
-            f"robot.safety.low/high have {low.size}/{high.size} entries for {n_cmd} commanded "
-            f"joints {driver.command_joints}."
-        )
-    return robot_observation_space(driver), gym.spaces.Box(low, high, dtype=np.float32)
-
-
-def check_bind(cfg: ActorLearnerConfig) -> None:
-    """Refuse an unauthenticated link that other machines can reach."""
-    if keyring.is_loopback(cfg.bind) or cfg.keys or cfg.spawn:
-        return
-    raise ConfigError(
-        f"actor_learner.bind={cfg.bind!r} accepts connections from other machines, so the "
-        "actor-learner link must be authenticated, but actor_learner.keys is not set (and "
-        "actor_learner.spawn=false, so there is no local actor to make ephemeral keys for): "
-        "anyone who reaches the port could feed the replay buffer or read the policy. Make a "
-        "keypair with `roborl actor keys dir=DIR`, pass actor_learner.keys=DIR to the learner "
-        "and copy DIR/actor to the robot for `roborl actor ... keys=DIR/actor`; or bind "
-        "127.0.0.1 and reach it over an SSH tunnel."
-    )
-
-
-class _Publisher(threading.Thread):
-    """Owns the PUB socket (a ZeroMQ socket is used by one thread only): sends the weights
-    the loop queues, and a heartbeat every `period_s` whatever the loop is doing, so that a
-    long gradient step never looks like a dead learner to the actor."""
-
-    _STOP = object()
-
-    def __init__(self, sock: Any, period_s: float) -> None:
-        super().__init__(name="actor-learner-publisher", daemon=True)
-        self.sock, self.period_s = sock, period_s
-        self.queue: queue.Queue[Any] = queue.Queue()
-        self.updates = 0
-        self.heartbeats = 0
-
-    def send_weights(self, payload: bytes) -> None:
-        self.queue.put(payload)
-
-    def stop(self) -> None:
-        self.queue.put(self._STOP)
-        self.join(10.0)
-
-    def run(self) -> None:
-        import zmq
-
-        next_beat = time.monotonic()
-        try:
-            while True:
-                try:
-                    item = self.queue.get(timeout=max(0.0, next_beat - time.monotonic()))
-                except queue.Empty:
-                    item = None
-                if item is self._STOP:
-                    return
-                try:
-                    if item is None:
-                        frames = [wire.HEARTBEAT, wire.encode_heartbeat(self.updates)]
-                        self.sock.send_multipart(frames, flags=zmq.NOBLOCK)
-                        self.heartbeats += 1
-                        next_beat = time.monotonic() + self.period_s
-                    else:
-                        self.sock.send_multipart(
-                            [wire.WEIGHTS, item], flags=zmq.NOBLOCK, copy=False
-                        )
-                except zmq.Again:  # PUB drops at its high-water mark rather than block
-                    pass
-        finally:
-            self.sock.close(0)
 
 
 class ActorLearnerCollector(Collector):
@@ -268,7 +122,7 @@ class ActorLearnerCollector(Collector):
         events = zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
         events |= zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
         self.monitors = [s.get_monitor_socket(events) for s in (self.pull, self.pub)]
-        self.publisher: _Publisher | None = None
+        self.publisher: WeightsPublisher | None = None
         try:
             self.pull.bind(f"tcp://{cfg.bind}:{cfg.port}")
             self.pub.bind(f"tcp://{cfg.bind}:{cfg.port + 1}")
@@ -278,7 +132,7 @@ class ActorLearnerCollector(Collector):
                 f"actor_learner: cannot bind {cfg.bind}:{cfg.port}/{cfg.port + 1} ({exc}); "
                 "pick another actor_learner.port."
             ) from exc
-        self.publisher = _Publisher(self.pub, cfg.heartbeat_s)
+        self.publisher = WeightsPublisher(self.pub, cfg.heartbeat_s)
         self.publisher.start()
         self.metrics_file = open(self.actor_dir / "metrics.jsonl", "a")  # noqa: SIM115
         self.proc: subprocess.Popen | None = None
@@ -329,7 +183,7 @@ class ActorLearnerCollector(Collector):
         previous learner started when that one still runs (a robot has one driver)."""
         config = self.actor_dir / "config.json"
         pid_file = self.actor_dir / "actor.pid"
-        pid = _running_actor(pid_file, config)
+        pid = running_actor(pid_file, config)
         if pid is not None:
             self.adopted = pid
             return
@@ -547,7 +401,7 @@ class ActorLearnerCollector(Collector):
                 self.proc.kill()
                 self.proc.wait()
         if self.adopted is not None:
-            _terminate(self.adopted)
+            terminate(self.adopted)
             self.adopted = None
         if not self.metrics_file.closed:
             self.metrics_file.close()
@@ -555,40 +409,6 @@ class ActorLearnerCollector(Collector):
             self._close_sockets()
 
 
-def _running_actor(pid_file: Path, config: Path) -> int | None:
-    """The pid in `pid_file` if it is a live `roborl actor` for `config` (Linux /proc)."""
-    try:
-        pid = int(pid_file.read_text())
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except (OSError, ValueError):
-        return None
-    args = [a.decode(errors="replace") for a in cmdline]
-    return pid if "actor" in args and f"config={config}" in args else None
-
-
-def _terminate(pid: int, timeout_s: float = 30.0) -> None:
-    """SIGTERM an adopted actor (not our child) and wait for it to exit, then SIGKILL."""
-    try:
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            os.kill(pid, 0)
-            if _is_zombie(pid):  # exited, waiting for its new parent to reap it
-                return
-            time.sleep(0.1)
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False
-
-
 def _cat(parts: list[Any]) -> Any:
-    import numpy as np
 
     return np.concatenate(parts, axis=0)

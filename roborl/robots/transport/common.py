@@ -1,13 +1,15 @@
-"""Transports for the ROS 2 bridge: rclpy (first-class) where importable, plain DDS elsewhere.
+"""Choosing a transport and the settings both read: rclpy (first-class) where importable,
+plain DDS elsewhere.
 
-Both expose the same small surface (`publisher(topic, type)`, `subscribe(topic, type, cb)`,
-`matched(handle)`, `close()`) with ROS 2 names ("/joint_states") and the message dataclasses of
-`msgs`, so the driver and nodes do not know which one runs. `rclpy_transport.RclpyTransport`
-is a real ROS 2 node and adds what only a node has: parameters, services, per-topic QoS, the
-node clock (`use_sim_time`), `/rosout` logging and a lifecycle. `dds_transport.DDSTransport`
-speaks the wire protocol without ROS 2: the helpers here give it the same calls, with the
-parameter defaults as values, no services, and the fixed QoS (reliable, keep-last 10,
-volatile); asking it for more is a clear `ConfigError` rather than a silent downgrade.
+Both satisfy `protocol.Transport` (`publisher`, `subscribe`, `matched`, `close`, ...) with ROS 2
+names ("/joint_states") and the message dataclasses of `msgs`, so the driver and nodes do not
+know which one runs. `rclpy_node.RclpyTransport` is a real ROS 2 node and adds what only a node
+has: parameters, services, per-topic QoS, the node clock (`use_sim_time`), `/rosout` logging
+and a lifecycle. `dds.DDSTransport` speaks the wire protocol without ROS 2: the protocol's
+defaults give it the same calls, with the parameter defaults as values, no services, and the
+fixed QoS (reliable, keep-last 10, volatile); asking it for more is a clear `ConfigError`
+rather than a silent downgrade. This module also reads the environment (`ROS_DOMAIN_ID`,
+localhost-only), validates QoS settings and splits `--ros-args` from roborl's overrides.
 """
 
 from __future__ import annotations
@@ -17,9 +19,12 @@ import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roborl.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from roborl.robots.transport.protocol import Transport
 
 log = logging.getLogger("roborl.robots.transport")
 
@@ -153,7 +158,7 @@ def make_transport(
     namespace: str = "",
     ros_args: Sequence[str] = (),
     lifecycle: Mapping[str, Callable[[], bool]] | None = None,
-) -> Any:
+) -> Transport:
     """`auto` picks rclpy when importable, else DDS.
 
     `ros_args` (what followed `--ros-args`) go to `rclpy.init`; `lifecycle` maps transition
@@ -170,7 +175,7 @@ def make_transport(
                 "has none: give the same settings as key=value overrides (e.g. rate_hz=200), "
                 "or use transport=rclpy (pip install roborl[ros2])."
             )
-        from roborl.robots.dds_transport import DDSTransport
+        from roborl.robots.transport.dds import DDSTransport
 
         return DDSTransport(node_name)
     if kind == "rclpy":
@@ -180,7 +185,7 @@ def make_transport(
                 "wheels from PyPI) or source your ROS 2 install (e.g. /opt/ros/jazzy/setup.bash), "
                 "or use transport=dds."
             )
-        from roborl.robots.rclpy_transport import RclpyTransport
+        from roborl.robots.transport.rclpy_node import RclpyTransport
 
         return RclpyTransport(
             node_name, namespace=namespace, ros_args=list(ros_args), lifecycle=lifecycle
@@ -188,78 +193,11 @@ def make_transport(
     raise ConfigError(f"unknown transport {kind!r}: accepted are auto, rclpy, dds.")
 
 
-# -- the same calls on either transport --------------------------------------------------------
-
-
-def publisher(t: Any, topic: str, msg_type: type, qos: Any = "default") -> Callable[[Any], None]:
-    if getattr(t, "name", "") == "rclpy":
-        return t.publisher(topic, msg_type, qos=qos)
-    _dds_qos(qos, topic)
-    return t.publisher(topic, msg_type)
-
-
-def subscribe(
-    t: Any, topic: str, msg_type: type, callback: Callable[[Any], None], qos: Any = "default"
-) -> Any:
-    if getattr(t, "name", "") == "rclpy":
-        return t.subscribe(topic, msg_type, callback, qos=qos)
-    _dds_qos(qos, topic)
-    return t.subscribe(topic, msg_type, callback)
-
-
-def _dds_qos(qos: Any, topic: str) -> None:
+def check_dds_qos(qos: Any, topic: str) -> None:
+    """The dds transport offers ROS 2's default QoS only: anything else is a clear error."""
     if not is_default_qos(qos_spec(qos, f"qos of {topic}")):
         raise ConfigError(
             f"QoS {qos!r} for {topic} needs transport=rclpy: the dds transport is fixed to "
             "ROS 2's default (reliable, keep-last 10, volatile). Install roborl[ros2] or set "
             "this topic's QoS to default."
         )
-
-
-def declare_parameters(t: Any, params: Mapping[str, Param]) -> dict[str, Any]:
-    """Declare ROS parameters on the node and return their values (ROS arguments and params
-    files override the defaults); without a node (DDS) the defaults are the values."""
-    if hasattr(t, "declare_parameters"):
-        return t.declare_parameters(params)
-    return {name: p.value for name, p in params.items()}
-
-
-def add_service(
-    t: Any, name: str, kind: str, handler: Callable[[bool | None], tuple[bool, str]]
-) -> bool:
-    """A `std_srvs` service (`trigger` or `set_bool`); False when the transport has none."""
-    if hasattr(t, "service"):
-        t.service(name, kind, handler)
-        return True
-    return False
-
-
-def node_log(t: Any, level: int, message: str) -> None:
-    """Log through the node's logger (so it reaches /rosout) and roborl's Python logger."""
-    if hasattr(t, "log"):
-        t.log(level, message)
-    else:
-        logging.getLogger("roborl.robots.node").log(level, message)
-
-
-def now(t: Any) -> float:
-    """The node's clock in seconds: sim time from /clock when `use_sim_time` is set."""
-    if hasattr(t, "now"):
-        return float(t.now())
-    import time
-
-    return time.time()
-
-
-def __getattr__(name: str) -> Any:
-    """`from roborl.robots.transport import DDSTransport` keeps working (lazy: no cyclonedds
-    import for rclpy users)."""
-    if name in ("DDSTransport", "LOOPBACK_XML"):
-        from roborl.robots import dds_transport
-
-        return getattr(dds_transport, name)
-    if name == "RclpyTransport":
-        from roborl.robots.rclpy_transport import RclpyTransport
-
-        return RclpyTransport
-    raise AttributeError(name)

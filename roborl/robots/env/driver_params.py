@@ -1,0 +1,74 @@
+"""The robot config as ROS 2 parameters: which keys a ROS 2 engineer may set, and back.
+
+The driver node declares these (`Ros2Driver.open`) with the config's values as defaults;
+`--ros-args -p` and params files override them, and the values in force are written back into
+the config (zeros and empty strings standing for the config's null).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from roborl.robots.transport.common import Param
+
+#: The robot config keys a ROS 2 engineer may set as parameters (dotted = nested in the config).
+#: Empty strings and zeros stand for the config's null ("derive it" / "no limit").
+ROBOT_PARAMS = {
+    "rate_hz": "control rate in Hz",
+    "joints": "observed joints, matched by name in sensor_msgs/JointState",
+    "fields": "JointState fields observed per joint: position, velocity, effort",
+    "state_topic": "sensor_msgs/JointState topic",
+    "estop_topic": "std_msgs/Bool topic; true latches the e-stop",
+    "connect_timeout_s": "seconds to wait for the first valid JointState",
+    "command.interface": "forward (Float64MultiArray), trajectory or twist",
+    "command.controller": "ros2_control controller that takes the commands",
+    "command.joints": "commanded joints, in the controller's order",
+    "command.topic": "command topic ('': derived from interface and controller)",
+    "command.time_from_start_s": "JointTrajectory time_from_start (0: one control period)",
+    "safety.low": "lower command limit per commanded joint",
+    "safety.high": "upper command limit per commanded joint",
+    "safety.max_delta": "largest command change per step (0: no rate limit)",
+    "safety.max_state_age_s": "watchdog: hold when the newest JointState is older",
+    "safety.max_policy_time_s": "watchdog: hold when the policy takes longer",
+    "safety.hold": "hold command: zero (effort/velocity) or last (position)",
+}
+_NULL_AS = {"command.topic": "", "command.time_from_start_s": 0.0, "safety.max_delta": 0.0}
+
+
+def _get(cfg: Mapping[str, Any], dotted: str) -> Any:
+    node: Any = cfg
+    for part in dotted.split("."):
+        node = (node or {}).get(part) if isinstance(node, Mapping) else None
+    return node
+
+
+def robot_parameters(cfg: Mapping[str, Any]) -> dict[str, Param]:
+    """The robot config as ROS parameter declarations (the config values are the defaults)."""
+    out = {}
+    for name, help_ in ROBOT_PARAMS.items():
+        value = _get(cfg, name)
+        if value is None:
+            value = _NULL_AS.get(name)
+        if value is None:
+            continue
+        if isinstance(value, tuple | list):
+            value = list(value)
+        out[name] = Param(value, help_)
+    return out
+
+
+def apply_parameters(cfg: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of `cfg` with the parameter values written back (zeros/'' back to null)."""
+    out = copy.deepcopy(dict(cfg))
+    for name, value in values.items():
+        if name in _NULL_AS and value == _NULL_AS[name]:
+            value = None
+        *path, last = name.split(".")
+        node = out
+        for part in path:
+            node[part] = dict(node.get(part) or {})
+            node = node[part]
+        node[last] = value
+    return out

@@ -1,0 +1,137 @@
+"""`deploy` (node `roborl_deploy`, a managed lifecycle node over rclpy) loads a checkpoint's
+policy and runs it at a fixed rate through the safety layer, commanding only while active;
+by default it configures and activates itself at start (`autostart=true`, for the command
+line). It prints JSON events (start, lifecycle, watchdog_stop, estop, estop_cleared, done),
+offers `~/estop` (std_srvs/SetBool), publishes /diagnostics, and writes control-loop latency
+statistics to `stats=PATH`.
+
+This module is the command (options, composition, checks); `deploy_node.DeployNode` is the node
+and its lifecycle, `deploy_loop.ControlLoop` its fixed-rate loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from roborl.core.compose import register_command_config
+from roborl.core.config import rng
+from roborl.core.errors import ConfigError
+from roborl.robots.nodes.common import (
+    DEPLOY_CONFIG,
+    ROS_ARGS_HELP,
+    command_help,
+    compose_options,
+    guard_command,
+)
+from roborl.robots.nodes.deploy_node import DeployNode
+
+
+@dataclass
+class DeployOptions:
+    """`roborl deploy` options (the `robot` group describes the robot; `algo=` is optional)."""
+
+    checkpoint: str | None = field(
+        default=None,
+        metadata={"help": "policy checkpoint (or algo=NAME for a checkpoint-free one)"},
+    )
+    model: str | None = field(
+        default=None,
+        metadata={"help": "a folder written by `roborl export` (safetensors; no unpickling)"},
+    )
+    runtime: str = field(
+        default="torch",
+        metadata={
+            "choices": ["torch", "onnx"],
+            "help": "with model=DIR: onnx runs its policy.onnx with onnxruntime (export with "
+            "format=onnx; pip install 'roborl[onnx]')",
+        },
+    )
+    rate_hz: float | None = field(
+        default=None, metadata=rng(1e-3, None, "control rate (null: robot.rate_hz)")
+    )
+    duration_s: float | None = field(
+        default=None, metadata=rng(0.0, None, "stop after this many seconds (null: Ctrl-C)")
+    )
+    stats: str | None = field(
+        default=None, metadata={"help": "write control-loop latency statistics (JSON) here"}
+    )
+    on_watchdog: str = field(
+        default="exit",
+        metadata={
+            "choices": ["exit", "hold"],
+            "help": "exit (code 3) or keep holding when the safety watchdog stops the robot",
+        },
+    )
+    node_name: str = field(default="roborl_deploy", metadata={"help": "ROS 2 node name"})
+    namespace: str = field(default="", metadata={"help": "ROS 2 namespace of the node"})
+    autostart: bool = field(
+        default=True,
+        metadata={
+            "help": "configure and activate the lifecycle node at start (false: wait for "
+            "lifecycle transitions over ROS, e.g. from a launch file or a lifecycle manager)"
+        },
+    )
+
+
+register_command_config(DEPLOY_CONFIG, DeployOptions, {"robot": "ros2", "algo": None})
+
+
+def deploy(argv: list[str]) -> int:
+    """`roborl deploy checkpoint=PATH robot=ros2 robot.joints=[...] [rate_hz=N] [duration_s=S]
+    [--ros-args -p rate_hz:=N ...]`.
+
+    `algo=NAME` instead of `checkpoint=` deploys an algorithm that acts without training
+    (`algo=llm llm.model=PATH`); its config composes like `roborl eval algo=llm`.
+    """
+    from roborl.core.cli import _algo_prefix_to_algo
+    from roborl.robots.transport.common import split_ros_args
+
+    if any(a in ("-h", "--help") for a in argv):
+        print(
+            command_help(
+                "usage: roborl deploy checkpoint=PATH [robot=ros2] [robot.KEY=VALUE ...] "
+                "[key=value ...] [--ros-args ...]\n"
+                "       roborl deploy algo=NAME [NAME.KEY=VALUE ...] ...   (checkpoint-free)\n\n"
+                "Run a policy on a robot at a fixed rate through the safety layer, as the\n"
+                "lifecycle node roborl_deploy (commands only while active; autostart=true\n"
+                "configures and activates it at start). ~/estop (std_srvs/SetBool) latches\n"
+                "(true) or clears (false) the e-stop; /diagnostics carries the safety state.\n"
+                "ROS parameters: the robot config's rate_hz, joints, fields, state_topic,\n"
+                "estop_topic, command.*, safety.*, plus autostart and on_watchdog.\n"
+                + ROS_ARGS_HELP,
+                DeployOptions,
+                "Config groups: robot=NAME (default ros2; robot.joints, robot.safety.*, "
+                "robot.qos.*, ...), algo=NAME.",
+            )
+        )
+        return 0
+    argv, ros_args = split_ros_args(argv)
+    # Composed (and checked) before any ROS traffic starts.
+    opts, cfg = compose_options(_algo_prefix_to_algo(argv), DeployOptions, DEPLOY_CONFIG, "deploy")
+    algo_cfg = cfg.get("algo")
+    if not opts.checkpoint and not opts.model and not algo_cfg:
+        raise ConfigError(
+            "deploy needs checkpoint=PATH (e.g. runs/.../checkpoints/last.pt), model=DIR (a "
+            "folder written by roborl export), or algo=NAME for an algorithm that acts without "
+            "training (e.g. algo=llm llm.model=PATH)."
+        )
+    if sum(bool(x) for x in (opts.checkpoint, opts.model, algo_cfg)) > 1:
+        raise ConfigError("deploy takes one of checkpoint=PATH, model=DIR or algo=NAME.")
+    if opts.runtime == "onnx" and not opts.model:
+        raise ConfigError(
+            "deploy: runtime=onnx runs the policy.onnx of an export folder: give model=DIR "
+            "(written by roborl export ... format=onnx)."
+        )
+    robot_cfg = dict(cfg["robot"])
+    if opts.rate_hz:
+        robot_cfg["rate_hz"] = float(opts.rate_hz)
+    node = DeployNode(opts, robot_cfg, algo_cfg, ros_args)
+    try:
+        return node.run()
+    finally:
+        node.teardown()
+
+
+deploy_cmd = guard_command(
+    deploy, "deploy", "run a checkpoint's policy on a ROS 2 robot through the safety layer"
+)

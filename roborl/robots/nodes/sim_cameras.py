@@ -1,0 +1,109 @@
+"""sim-robot's cameras: `cameras=` checked against the MuJoCo model, and each camera rendered
+offscreen at its rate and published as sensor_msgs/Image (rgb8) with the JointState's stamp.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from roborl.core.errors import ConfigError
+
+SIM_CAMERA_KEYS = ("name", "topic", "width", "height", "rate_hz", "frame_id")
+
+
+@dataclass
+class SimCamera:
+    """A MuJoCo camera that sim-robot renders and publishes."""
+
+    name: str
+    topic: str
+    width: int
+    height: int
+    rate_hz: float | None
+    frame_id: str
+
+
+def camera_specs(value: list[Any], model: Any) -> list[SimCamera]:
+    """`cameras=` checked against the model (camera names, offscreen buffer size)."""
+    import mujoco
+
+    names = [model.camera(i).name for i in range(model.ncam)]
+    max_w, max_h = int(model.vis.global_.offwidth), int(model.vis.global_.offheight)
+    out = []
+    for i, item in enumerate(value):
+        at = f"cameras[{i}]"
+        item = {"name": item} if isinstance(item, str) else item
+        if not isinstance(item, dict):
+            raise ConfigError(f"{at}={item!r}: give a camera name or a mapping.")
+        bad = [k for k in item if k not in SIM_CAMERA_KEYS]
+        if bad:
+            raise ConfigError(f"{at} has unknown keys {bad}: accepted are {SIM_CAMERA_KEYS}.")
+        name = str(item.get("name") or "")
+        if mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, name) < 0:
+            raise ConfigError(f"{at}.name={name!r} is not a camera of the model: it has {names}.")
+        w, h = int(item.get("width") or 64), int(item.get("height") or 64)
+        if not (0 < w <= max_w and 0 < h <= max_h):
+            raise ConfigError(
+                f"{at}: {w}x{h} does not fit the model's offscreen buffer {max_w}x{max_h} "
+                "(<visual><global offwidth offheight> in its XML)."
+            )
+        rate = item.get("rate_hz")
+        if rate is not None and not float(rate) > 0:
+            raise ConfigError(f"{at}.rate_hz={rate!r} must be > 0 (null: every step).")
+        out.append(
+            SimCamera(
+                name=name,
+                topic=str(item.get("topic") or f"/camera/{name}/image_raw"),
+                width=w,
+                height=h,
+                rate_hz=float(rate) if rate is not None else None,
+                frame_id=str(item.get("frame_id") or f"{name}_camera"),
+            )
+        )
+    if len({c.topic for c in out}) != len(out):
+        raise ConfigError(f"cameras={value!r}: two cameras publish on the same topic.")
+    return out
+
+
+class CameraPublisher:
+    """Renders each camera at its rate with MuJoCo's offscreen renderer and publishes it.
+
+    Rendering happens on sim-robot's loop thread (an OpenGL context belongs to one thread)."""
+
+    def __init__(self, cams: list[SimCamera], base: Any, transport: Any, qos: Any) -> None:
+        import mujoco
+
+        from roborl.robots.transport import msgs
+
+        self.base = base
+        self.items = []
+        for cam in cams:
+            try:
+                renderer = mujoco.Renderer(base.model, cam.height, cam.width)
+            except Exception as exc:  # no EGL/OSMesa: say what to install, not a GL trace
+                raise ConfigError(
+                    f"cannot render camera {cam.name!r} offscreen ({exc}); MuJoCo needs "
+                    "MUJOCO_GL=egl (libEGL) or MUJOCO_GL=osmesa (libosmesa6)."
+                ) from None
+            pub = transport.publisher(cam.topic, msgs.Image, qos)
+            self.items.append([cam, renderer, pub, -float("inf")])
+        self.published = 0
+
+    def publish(self, stamp: Any) -> None:
+        from roborl.robots.env.cameras import encode_image
+
+        now = time.monotonic()
+        for item in self.items:
+            cam, renderer, pub, next_t = item
+            if cam.rate_hz is not None and now < next_t:
+                continue
+            item[3] = max(next_t + 1.0 / cam.rate_hz, now) if cam.rate_hz else now
+            renderer.update_scene(self.base.data, camera=cam.name)
+            pub(encode_image(renderer.render(), stamp, cam.frame_id))
+            self.published += 1
+
+    def close(self) -> None:
+        for _, renderer, _, _ in self.items:
+            renderer.close()

@@ -1,0 +1,36 @@
+"""Helpers the actor-learner robot tests share (tests/ is on pytest's pythonpath): the JSON
+lines a run writes, whether the actor process still runs, and the actor's training windows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def jsonl_rows(path: Path) -> list[dict]:
+    """The JSON lines of `path` so far (none if it does not exist yet)."""
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:  # a line being written right now
+            pass
+    return rows
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` runs (Linux /proc; a zombie counts as stopped)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def training_windows(rows: list[dict]) -> tuple[float, float]:
+    """(steps, seconds) of the actor's stepping while the learner had trained (updates > 0),
+    summed over its status windows (reset routines excluded)."""
+    training = [r for r in rows if r["updates"] > 0 and r.get("window_s")]
+    return sum(r["window_steps"] for r in training), sum(r["window_s"] for r in training)
