@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from roborl.core.buffer import ReplayBuffer
-from roborl.core.datasets import check_dataset_spaces
+from roborl.core.dataset_spaces import check_dataset_spaces
 from roborl.core.errors import DatasetError
 from roborl.core.interfaces import Batch
 from roborl.core.rewards import relabel, reward_options
