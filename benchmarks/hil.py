@@ -262,7 +262,7 @@ class BCPolicy:
 def bc_data(demos: Path, hil_ckpt: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """The demos plus the intervened transitions of an `rl_demos_hil` run's replay buffer."""
     from roborl.core.checkpoint import load_checkpoint
-    from roborl.core.datasets import load_file
+    from roborl.plugins.datasets.files import load_file
 
     ds = load_file(str(demos))
     buf = load_checkpoint(hil_ckpt)["buffer"]

@@ -56,8 +56,8 @@ def evaluate(env_id: str, act: Any, episodes: int, seed: int) -> float:
 
 def run_roborl(algo_name: str, env_id: str, corr: str, path: str, a: dict, seed: int) -> float:
     from roborl.core.algorithms import build_algorithm
-    from roborl.core.datasets import load_file
     from roborl.core.plugins import get_host
+    from roborl.plugins.datasets.files import load_file
 
     ds = load_file(path)
     torch.manual_seed(seed)
@@ -94,7 +94,7 @@ def _import_peer(path: str) -> types.ModuleType:
 
 def run_peer(env_id: str, path: str, a: dict, seed: int) -> float:
     """CORL IQL on the same dataset with roborl IQL's config (see the module docstring)."""
-    from roborl.core.datasets import load_file
+    from roborl.plugins.datasets.files import load_file
 
     corl = _import_peer(a["peer_iql"])
     ds = load_file(path)
@@ -191,9 +191,10 @@ def main() -> None:
     p.add_argument("--out", default="benchmarks/results/offline.json")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
-    from roborl.core.datasets import load_file, normalized_score
+    from roborl.core.datasets import normalized_score
     from roborl.plugins.datasets.collect import collect
     from roborl.plugins.datasets.corruption import corrupt
+    from roborl.plugins.datasets.files import load_file
 
     algos = list(a.algos) + (["corl_iql"] if a.peer_iql else [])
     data_dir = Path(a.data_dir)

@@ -33,10 +33,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from roborl.core.datasets import OfflineDataset, load_file
+from roborl.core.datasets import OfflineDataset
 from roborl.core.plugins import PluginHost, get_host
 from roborl.core.runner import Runner
 from roborl.plugins.datasets.collect import _Recorder
+from roborl.plugins.datasets.files import load_file
 from roborl.plugins.datasets.safe import collect_safe
 from roborl.plugins.fisor import BC, FISOR, dsrl_normalized, safe_subset
 from roborl.plugins.fisor.baselines import BCConfig

@@ -5,20 +5,8 @@ one slice assignment; sampling is one `torch.randint` and one gather per field, 
 training device.
 
 Observations are a flat `Box` (one float32 tensor for obs and one for next_obs, as always) or a
-`gym.spaces.Dict` of Box entries (state vectors beside uint8 camera images). A Dict buffer
-keeps one tensor per key in the space's dtype (float64 entries become float32) and stores each
-frame ONCE: the next observation of slot i is the observation at the slot where the same env's
-next transition was written (i + stride), because a collector's next call starts from exactly
-that observation. Where this is not so (the step ended an episode and the env reset, a chunk
-from another source, the newest transitions whose successor has not arrived), the next
-observation lives in a small side store. The link is made only when the successor's
-observation is bit-identical to the stored next observation, so sharing can never return a
-wrong frame, whatever order callers add data in. Memory: capacity frames plus about one frame
-per episode end held and one per env; SB3's `optimize_memory_usage` applies the same idea to
-Box spaces and refuses Dict ones.
-
-Frame-stacked image keys (rank 4, (k, H, W, C)) are stored as stacks: each transition holds its
-k frames (next obs still shared), so a k-stack costs k frames per transition, not 2k.
+`gym.spaces.Dict` of Box entries (state vectors beside uint8 camera images), whose frames are
+stored once (`buffer_dict_obs.py`). Checkpoints of the buffer: `buffer_state.py`.
 """
 
 from __future__ import annotations
@@ -30,7 +18,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from roborl.core.errors import CheckpointError
+from roborl.core.buffer_dict_obs import SharedFrames
+from roborl.core.buffer_state import BufferState
 from roborl.core.interfaces import Batch
 from roborl.core.obs import check_obs_space, index_obs
 
@@ -54,7 +43,7 @@ _NUMPY_DTYPES = frozenset(
 """Storage dtypes that `Tensor.numpy()` views (bfloat16, for one, has no NumPy twin)."""
 
 
-class ReplayBuffer:
+class ReplayBuffer(SharedFrames, BufferState):
     """Ring buffer of (obs, action, reward, next_obs, terminated[, cost][, extras]) tensors.
 
     `obs_shape` is a shape tuple or a Box space (flat observations, as before) or a Dict space.
@@ -87,15 +76,7 @@ class ReplayBuffer:
                 for k, s in spaces.items()
             }
             self.next_obs: Any = None  # shared with obs, see `_next`
-            # Where slot i's next observation is: a slot (< capacity) or capacity + a side
-            # entry. Kept on the CPU so bookkeeping never waits on the device.
-            self._next = torch.full((self.capacity,), -1, dtype=torch.long)
-            self._side: dict[str, torch.Tensor] = {
-                k: torch.zeros((0, *v.shape[1:]), dtype=v.dtype, **kw) for k, v in self.obs.items()
-            }
-            self._free: list[int] = []
-            self._last: torch.Tensor | None = None  # slots written by the previous `add`
-            self._pending: dict[str, np.ndarray] | None = None  # their next obs, for linking
+            self._init_shared_frames()
         else:
             shape = obs_shape.shape if isinstance(obs_shape, gym.Space) else obs_shape
             self.obs_shape = tuple(shape)
@@ -275,91 +256,6 @@ class ReplayBuffer:
         self.pos = (self.pos + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
 
-    # -- Dict observations: shared obs/next_obs storage -------------------------------------
-
-    def _add_dict_obs(
-        self, obs: Any, next_obs: Any, idx: torch.Tensor, put: Any, consecutive: bool
-    ) -> None:
-        n = len(idx)
-        group = 1 if consecutive else n  # rows per env step: the previous add's rows link here
-        missing = [k for k in self.obs if k not in obs or k not in next_obs]
-        if missing:
-            raise ValueError(f"observation dict lacks the key(s) {missing} of the buffer's space")
-        # Slots about to be overwritten give back the side entries they held.
-        old = self._next[idx]
-        self._release(old[old >= self.capacity] - self.capacity)
-        new_obs = {k: np.asarray(obs[k]).reshape(n, *self.obs_shape[k]) for k in self.obs}
-        for k, dst in self.obs.items():
-            put(dst, new_obs[k])
-        new_next = {k: np.asarray(next_obs[k]).reshape(n, *self.obs_shape[k]) for k in self.obs}
-        # Link the previous add's transitions to these obs where they are the same frames
-        # (never when this write overwrites them: capacity < rows of both writes).
-        last = self._last
-        if (
-            last is not None
-            and len(last) == group
-            and self.capacity >= n + group
-            and self._pending is not None
-        ):
-            same = np.ones(group, dtype=bool)
-            for k, pend in self._pending.items():
-                same &= (pend == new_obs[k][:group]).reshape(group, -1).all(axis=1)
-            link = torch.from_numpy(same)
-            if link.any():
-                refs = self._next[last[link]]
-                self._release(refs - self.capacity)
-                self._next[last[link]] = idx[:group][link]
-        # Consecutive rows: row j's next obs is row j+1's obs wherever the frames are equal.
-        inner = np.zeros(n, dtype=bool)
-        if consecutive and n > 1:
-            inner[:-1] = True
-            for k in self.obs:
-                inner[:-1] &= (new_next[k][:-1] == new_obs[k][1:]).reshape(n - 1, -1).all(axis=1)
-        inner_t = torch.from_numpy(inner)
-        self._next[idx[inner_t]] = idx[1:][inner_t[:-1]] if n > 1 else idx[:0]
-        # The other next obs wait in the side store until their successor arrives (if ever).
-        rows = torch.from_numpy(~inner)
-        entries = self._alloc(int(rows.sum()))
-        ent_d, rows_d = entries.to(self.device), rows.to(self.device)
-        for k, side in self._side.items():
-            side[ent_d] = torch.as_tensor(new_next[k]).to(self.device, side.dtype)[rows_d]
-        self._next[idx[rows]] = entries + self.capacity
-        self._last = idx[n - group :].clone()
-        self._pending = {k: np.array(v[n - group :], copy=True) for k, v in new_next.items()}
-
-    def _alloc(self, n: int) -> torch.Tensor:
-        if len(self._free) < n:
-            size = next(iter(self._side.values())).shape[0]
-            grow = max(size, n - len(self._free), 16)
-            for k, side in self._side.items():
-                extra = torch.zeros((grow, *side.shape[1:]), dtype=side.dtype, device=self.device)
-                self._side[k] = torch.cat([side, extra])
-            self._free.extend(range(size + grow - 1, size - 1, -1))
-        taken = [self._free.pop() for _ in range(n)]
-        return torch.tensor(taken, dtype=torch.long)
-
-    def _release(self, entries: torch.Tensor) -> None:
-        self._free.extend(int(e) for e in entries.tolist())
-
-    def _gather_next(self, where: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Next observations for CPU indices `where` (slots or capacity + side entries)."""
-        in_side = where >= self.capacity
-        slots = torch.where(in_side, torch.zeros_like(where), where).to(self.device)
-        out = {k: v[slots] for k, v in self.obs.items()}
-        if in_side.any():
-            rows = torch.nonzero(in_side).squeeze(1)
-            ent = (where[rows] - self.capacity).to(self.device)
-            rows = rows.to(self.device)
-            for k, v in out.items():
-                v[rows] = self._side[k][ent]
-        return out
-
-    def next_observation(self, slots: torch.Tensor) -> Any:
-        """Stored next observations of `slots` (CPU long tensor), for tests and exports."""
-        if not self.dict_obs:
-            return self.next_obs[slots.to(self.device)]
-        return self._gather_next(self._next[slots.cpu()])
-
     # -- sampling ---------------------------------------------------------------------------
 
     def _obs_at(self, idx: torch.Tensor) -> Any:
@@ -448,121 +344,3 @@ class ReplayBuffer:
             discount=gamma ** m.to(torch.float32),
             extras={name: t[first] for name, t in self.extras.items()},
         )
-
-    # -- checkpoints --------------------------------------------------------------------------
-
-    def state_dict(self) -> dict[str, Any]:
-        """Only the filled part, on CPU (the checkpoint stays small early in a run).
-
-        Plain tensors, ints and dicts of them: loads with `torch.load(weights_only=True)`.
-        """
-        n = self.size
-        data: dict[str, Any] = {
-            "actions": self.actions[:n].cpu(),
-            "rewards": self.rewards[:n].cpu(),
-            "terminated": self.terminated[:n].cpu(),
-            "pos": self.pos,
-            "size": self.size,
-            "capacity": self.capacity,
-            "stride": self.stride,
-        }
-        if self.dict_obs:
-            data["obs"] = {k: v[:n].cpu() for k, v in self.obs.items()}
-            data["next_index"] = self._next[:n].clone()
-            data["side"] = {k: v.cpu() for k, v in self._side.items()}
-            data["free"] = torch.tensor(self._free, dtype=torch.long)
-            data["last"] = self._last.clone() if self._last is not None else None
-            pend = self._pending
-            data["pending"] = None if pend is None else {
-                k: torch.from_numpy(v) for k, v in pend.items()
-            }  # fmt: skip
-        else:
-            data["obs"] = self.obs[:n].cpu()
-            data["next_obs"] = self.next_obs[:n].cpu()
-        if self.costs is not None:
-            data["costs"] = self.costs[:n].cpu()
-        if self.extras:
-            data["extras"] = {name: t[:n].cpu() for name, t in self.extras.items()}
-        return data
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Inverse of `state_dict`, also into a buffer of another capacity.
-
-        A resumed run with more (or fewer) total_steps sizes its buffer anew. The saved ring is
-        then unrolled oldest-first into rows 0..size-1 with `pos = size % capacity`, for Box and
-        Dict observations and every per-transition field alike, so the next transitions go
-        after the newest ones (never over the oldest) and sampling draws only written rows. A
-        saved buffer holding more transitions than this capacity is refused (which ones to
-        drop is the user's call, not a silent one). The same capacity loads slot for slot.
-        """
-        n = int(state["size"])
-        saved_cap = int(state.get("capacity", self.capacity))
-        if n > self.capacity:
-            raise CheckpointError(
-                f"the checkpoint's replay buffer holds {n} transitions, but this run's buffer "
-                f"has room for {self.capacity} (min(buffer_size, total_steps)); resume with "
-                f"total_steps and buffer_size of at least {n}."
-            )
-        self._views.clear()  # storage may be replaced below
-        self._row_views = None
-        saved_dict = isinstance(state["obs"], Mapping)
-        if saved_dict != self.dict_obs:
-            kinds = {True: "Dict", False: "flat (Box)"}
-            raise ValueError(
-                f"saved buffer holds {kinds[saved_dict]} observations, this buffer "
-                f"{kinds[self.dict_obs]} ones: the checkpoint belongs to another env"
-            )
-        pos = int(state["pos"]) % self.capacity
-        order: torch.Tensor | None = None  # saved slots in the order they are loaded
-        if saved_cap != self.capacity:
-            oldest = int(state["pos"]) % saved_cap if n == saved_cap else 0
-            order = (torch.arange(n) + oldest) % saved_cap
-            pos = n % self.capacity
-        if self.dict_obs:
-            if set(state["obs"]) != set(self.obs):
-                raise ValueError(
-                    f"saved buffer has observation keys {sorted(state['obs'])}, this buffer "
-                    f"{sorted(self.obs)}"
-                )
-            nxt = state["next_index"].clone()
-            last = state.get("last")
-            last = None if last is None else last.clone()
-            if order is not None:
-                renumber = torch.full((saved_cap,), -1, dtype=torch.long)
-                renumber[order] = torch.arange(n)
-                nxt = nxt[order]
-                in_side = nxt >= saved_cap
-                nxt = torch.where(
-                    in_side, nxt - saved_cap + self.capacity, renumber[nxt.clamp(0, saved_cap - 1)]
-                )
-                if last is not None:
-                    last = renumber[last]
-                    last = None if bool((last < 0).any()) else last
-            for k, v in state["obs"].items():
-                self.obs[k][:n] = (v if order is None else v[order]).to(self.device)
-            self._next.fill_(-1)
-            self._next[:n] = nxt
-            # A copy: the side store is written in place, and `state` may alias another
-            # buffer's (`state_dict` of a CPU buffer returns its tensors, not copies).
-            self._side = {k: v.to(self.device, copy=True) for k, v in state["side"].items()}
-            self._free = [int(e) for e in state["free"].tolist()]
-            self._last = last
-            pend = state.get("pending")
-            self._pending = None if pend is None else {k: v.numpy().copy() for k, v in pend.items()}
-
-        def load(dst: torch.Tensor, values: torch.Tensor) -> None:
-            dst[:n] = (values if order is None else values[order]).to(self.device)
-
-        for name in ("actions", "rewards", "terminated"):
-            load(getattr(self, name), state[name])
-        if self.costs is not None and "costs" in state:
-            load(self.costs, state["costs"])
-        if not self.dict_obs:
-            load(self.obs, state["obs"])
-            load(self.next_obs, state["next_obs"])
-        for name, values in (state.get("extras") or {}).items():
-            if name in self.extras:
-                load(self.extras[name], values)
-        self.size = n
-        self.pos = pos
-        self.stride = int(state.get("stride", 1))

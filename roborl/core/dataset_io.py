@@ -1,4 +1,5 @@
-"""Where an `out=` dataset goes: core's own `.npz`/`.hdf5` files, or a plugin's ``SCHEME:TARGET``.
+"""Where an `out=` dataset goes: a plain `.npz`/`.hdf5` file (`OfflineDataset.save`), or a
+plugin's ``SCHEME:TARGET``.
 
 Why here: `roborl dataset collect|corrupt|convert` and `roborl demos record` all write datasets,
 and the formats that need optional packages (Minari, LeRobotDataset) live in plugins. Both meet

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from roborl.core.buffer import ReplayBuffer
-from roborl.core.datasets import check_dataset_spaces
+from roborl.core.dataset_spaces import check_dataset_spaces
 from roborl.core.errors import DatasetError
 from roborl.core.interfaces import Batch
 from roborl.core.rewards import relabel, reward_options
@@ -89,13 +89,13 @@ def load_demo_buffer(
     intervened = np.zeros(len(ds), np.bool_)
     intervened[np.asarray(ds.metadata.get("intervened_rows") or [], np.int64)] = True
     buf.extend(
-        _obs_like(ds.observations, observation_space),
-        np.asarray(ds.actions, np.float32).reshape(len(ds), *action_space.shape),
-        rewards,
-        next_obs,
-        terminals.astype(np.float32),
-        None if costs is None else np.asarray(costs, np.float32),
-        {"intervened": intervened},
+        obs=_obs_like(ds.observations, observation_space),
+        actions=np.asarray(ds.actions, np.float32).reshape(len(ds), *action_space.shape),
+        rewards=rewards,
+        next_obs=next_obs,
+        terminated=terminals.astype(np.float32),
+        costs=None if costs is None else np.asarray(costs, np.float32),
+        extras={"intervened": intervened},
     )
     return buf
 
@@ -190,12 +190,12 @@ def add_interventions(demos: ReplayBuffer, chunk: Any) -> int:
 
     costs = None if chunk.costs is None else pick(chunk.costs)
     demos.extend(
-        pick(chunk.obs),
-        pick(chunk.actions),
-        pick(chunk.rewards),
-        pick(chunk.next_obs),
-        pick(chunk.terminated),
-        costs,
-        {"intervened": np.ones(rows.size, bool)},
+        obs=pick(chunk.obs),
+        actions=pick(chunk.actions),
+        rewards=pick(chunk.rewards),
+        next_obs=pick(chunk.next_obs),
+        terminated=pick(chunk.terminated),
+        costs=costs,
+        extras={"intervened": np.ones(rows.size, bool)},
     )
     return int(rows.size)

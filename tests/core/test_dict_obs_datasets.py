@@ -12,9 +12,11 @@ import numpy as np
 import pytest
 import torch
 
-from roborl.core.datasets import OfflineDataset, check_dataset_spaces, load_file
+from roborl.core.dataset_spaces import check_dataset_spaces
+from roborl.core.datasets import OfflineDataset
 from roborl.core.errors import DatasetError
 from roborl.core.spaces import space_to_dict
+from roborl.plugins.datasets.files import load_file
 from roborl.plugins.datasets.sources import load_minari_source, save_minari
 
 SPACE = gym.spaces.Dict(

@@ -204,7 +204,7 @@ def test_dataset_collect_with_llm_policy(openai_url: str, model_dir: Path, tmp_p
 
     A Box task: the collector stores actions as float vectors (Discrete envs are not supported
     by `roborl dataset collect` itself)."""
-    from roborl.core.datasets import load_file
+    from roborl.plugins.datasets.files import load_file
 
     out = tmp_path / "llm.npz"
     cmd = [

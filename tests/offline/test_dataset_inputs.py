@@ -10,7 +10,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from roborl.core.datasets import OfflineDataset, check_dataset_spaces
+from roborl.core.dataset_spaces import check_dataset_spaces
+from roborl.core.datasets import OfflineDataset
 from roborl.core.errors import DatasetError
 
 

@@ -19,8 +19,9 @@ import pytest
 from cli_runner import roborl
 
 from roborl.core.dataset_io import check_target, split_scheme
-from roborl.core.datasets import OfflineDataset, load_file
+from roborl.core.datasets import OfflineDataset
 from roborl.core.errors import DatasetError
+from roborl.plugins.datasets.files import load_file
 from roborl.plugins.datasets.lerobot import accepts, load_lerobot, load_lerobot_source, save_lerobot
 from roborl.plugins.datasets.lerobot import schema as S
 from roborl.plugins.datasets.lerobot.video import decode, encode

@@ -13,9 +13,10 @@ import pytest
 import torch
 
 from roborl.core.config import build_config
-from roborl.core.datasets import OfflineDataset, load_file
+from roborl.core.datasets import OfflineDataset
 from roborl.core.errors import ConfigError, DatasetError
 from roborl.plugins.datasets.corruption import corrupt
+from roborl.plugins.datasets.files import load_file
 from roborl.plugins.offline.iql import (
     IQL,
     RIQL,

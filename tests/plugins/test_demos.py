@@ -14,11 +14,11 @@ from cli_runner import roborl
 
 import roborl.core.loops.offpolicy as offpolicy
 from roborl.core.buffer import ReplayBuffer
-from roborl.core.datasets import load_file
 from roborl.core.demos import EXTRAS, add_interventions, load_demo_buffer, sample_mixed
 from roborl.core.errors import DatasetError
 from roborl.core.plugins import PluginHost
 from roborl.core.runner import Runner
+from roborl.plugins.datasets.files import load_file
 from roborl.plugins.demos.record import record
 
 IMAGE = gym.spaces.Dict(

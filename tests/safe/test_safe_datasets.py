@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from roborl.core.datasets import load_file
 from roborl.plugins.datasets.cli import main as dataset_cli
+from roborl.plugins.datasets.files import load_file
 
 
 def test_safe_mixed_dataset_records_costs_and_spans_safe_and_unsafe(tmp_path, capsys) -> None:

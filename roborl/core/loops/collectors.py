@@ -72,15 +72,15 @@ class Chunk:
             return self
         costs = None if self.costs is None else self.costs[:n]
         return Chunk(
-            index_obs(self.obs, slice(0, n)),
-            self.actions[:n],
-            self.rewards[:n],
-            index_obs(self.next_obs, slice(0, n)),
-            self.terminated[:n],
-            costs,
-            self.episodes,
-            {k: v[:n] for k, v in self.extras.items()},
-            self.consecutive,
+            obs=index_obs(self.obs, slice(0, n)),
+            actions=self.actions[:n],
+            rewards=self.rewards[:n],
+            next_obs=index_obs(self.next_obs, slice(0, n)),
+            terminated=self.terminated[:n],
+            costs=costs,
+            episodes=self.episodes,
+            extras={k: v[:n] for k, v in self.extras.items()},
+            consecutive=self.consecutive,
         )
 
     @staticmethod
@@ -103,8 +103,9 @@ class Chunk:
         }
         episodes = [ep for c in chunks for ep in c.episodes]
         return Chunk(
-            cat("obs"), cat("actions"), cat("rewards"), cat("next_obs"), cat("terminated"),
-            costs, episodes, extras, consecutive=True,
+            obs=cat("obs"), actions=cat("actions"), rewards=cat("rewards"),
+            next_obs=cat("next_obs"), terminated=cat("terminated"),
+            costs=costs, episodes=episodes, extras=extras, consecutive=True,
         )  # fmt: skip
 
 
@@ -281,25 +282,25 @@ class VectorCollector(Collector):
         self._ended = bool(done.any())
         if self._ended:
             chunk = Chunk(
-                self.obs,
-                actions,
-                rewards,
-                real_next_obs(next_obs, infos, done),
-                terminated.astype(np.float32),
-                step_info(infos, "cost", done),
-                finished_episodes(infos, done),
-                step_extras(infos, done),
+                obs=self.obs,
+                actions=actions,
+                rewards=rewards,
+                next_obs=real_next_obs(next_obs, infos, done),
+                terminated=terminated.astype(np.float32),
+                costs=step_info(infos, "cost", done),
+                episodes=finished_episodes(infos, done),
+                extras=step_extras(infos, done),
             )
         else:  # the common step: no final obs or episode to look for (issue 23: runner cost)
             chunk = Chunk(
-                self.obs,
-                actions,
-                rewards,
-                next_obs,
-                terminated.astype(np.float32),
-                step_info(infos, "cost", done) if "cost" in infos else None,
-                [],
-                step_extras(infos, done) if _has_extras(infos) else {},
+                obs=self.obs,
+                actions=actions,
+                rewards=rewards,
+                next_obs=next_obs,
+                terminated=terminated.astype(np.float32),
+                costs=step_info(infos, "cost", done) if "cost" in infos else None,
+                episodes=[],
+                extras=step_extras(infos, done) if _has_extras(infos) else {},
             )
         self.obs = next_obs
         return chunk

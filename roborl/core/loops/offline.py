@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 def offline_loop(ctx: TrainContext) -> Algorithm:
     """Check the data against the env, `prepare`, then update until `total_updates`."""
-    from roborl.core.datasets import check_dataset_spaces
+    from roborl.core.dataset_spaces import check_dataset_spaces
 
     dataset = ctx.load_dataset()
     env = ctx.make_env(seed=ctx.run.seed)

@@ -79,8 +79,9 @@ def offpolicy_loop(ctx: TrainContext) -> Algorithm:
             n = len(chunk)
             store = buffer.extend if chunk.consecutive else buffer.add
             store(
-                chunk.obs, chunk.actions, chunk.rewards, chunk.next_obs, chunk.terminated,
-                chunk.costs, chunk.extras,
+                obs=chunk.obs, actions=chunk.actions, rewards=chunk.rewards,
+                next_obs=chunk.next_obs, terminated=chunk.terminated,
+                costs=chunk.costs, extras=chunk.extras,
             )  # fmt: skip
             if demos is not None:
                 add_interventions(demos, chunk)

@@ -7,13 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 from roborl.core.hookspecs import hookimpl
+from roborl.plugins.datasets.files import load_hdf5_source, load_npz_source
 from roborl.plugins.datasets.lerobot import load_lerobot_source, save_lerobot
-from roborl.plugins.datasets.sources import (
-    load_hdf5_source,
-    load_minari_source,
-    load_npz_source,
-    save_minari,
-)
+from roborl.plugins.datasets.sources import load_minari_source, save_minari
 
 
 def _cmd_dataset(argv: list[str]) -> int:

@@ -1,4 +1,5 @@
-"""Loaders the runner asks in turn (`loader.accepts(path)` then `loader(path)`).
+"""Minari datasets in and out; the loader is one the runner asks in turn (`loader.accepts(path)`
+then `loader(path)`), as are the file loaders of `files.py` and LeRobot's.
 
 Minari: a dataset id (`mujoco/hopper/medium-v0`, resolved under `$MINARI_DATASETS_PATH` or
 `~/.minari/datasets`) or a Minari dataset directory. roborl's own metadata (reference returns,
@@ -15,25 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from roborl.core.datasets import OfflineDataset, load_hdf5, load_npz, rows_differ
+from roborl.core.dataset_arrays import rows_differ
+from roborl.core.datasets import OfflineDataset
 from roborl.core.errors import DatasetError
 from roborl.core.obs import concat_obs, index_obs
 
 ROBORL_META = "roborl_metadata.json"
-
-
-def load_npz_source(path: str) -> OfflineDataset:
-    return load_npz(path)
-
-
-load_npz_source.accepts = lambda p: str(p).lower().endswith(".npz")  # type: ignore[attr-defined]
-
-
-def load_hdf5_source(path: str) -> OfflineDataset:
-    return load_hdf5(path)
-
-
-load_hdf5_source.accepts = lambda p: str(p).lower().endswith((".hdf5", ".h5"))  # type: ignore[attr-defined]
 
 
 def minari_root() -> Path:
