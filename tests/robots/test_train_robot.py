@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -84,6 +85,9 @@ def test_train_sac_against_sim_robot(transport: str, ros_env, nodes, tmp_path) -
     assert ckpt["config"]["robot"]["name"] == "ros2"
     assert ckpt["algo"] == "sac" and ckpt["observation_space"]["shape"] == [4]
     assert all(torch.isfinite(v).all() for v in ckpt["state"]["actor"].values())
+    # A person may take over on a robot, so the buffer keeps the `intervened` flag even
+    # without demos= (nobody intervened here: all false).
+    assert not np.asarray(ckpt["buffer"]["extras"]["intervened"]).any()
 
     # The transitions came over DDS: the robot received at least one command per training
     # step, a reset request for every training episode, and fell (terminated) under the

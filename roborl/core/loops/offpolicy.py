@@ -50,7 +50,8 @@ def replay_buffer(ctx: TrainContext, algo: Algorithm) -> ReplayBuffer:
         device=ctx.run.buffer_device or ctx.device,
         with_costs=True,
         action_dtype=torch.long if discrete else torch.float32,
-        extras=EXTRAS if ctx.run.demos else None,
+        # `intervened` whenever a person can take over (a robot) or demos are mixed in.
+        extras=EXTRAS if ctx.run.demos or ctx.config.get("robot") else None,
     )
 
 

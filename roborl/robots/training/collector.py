@@ -19,6 +19,10 @@ proposal, and each transition carries `intervened` in `Chunk.extras` (the loop a
 those transitions to the demo buffer when there is one, as HIL-SERL does). The intervention
 rate and the episodes' success rate are logged as `robot/intervention_rate` and
 `robot/success_rate`.
+
+An episode's rows are successive steps of one stream (`Chunk.consecutive`), so the buffer
+stores them as such: n-step returns (`algo.n_step`) walk them in order, and camera frames a row
+shares with the next are stored once.
 """
 
 from __future__ import annotations
@@ -116,6 +120,7 @@ class RobotCollector(Collector):
             None,
             episodes,
             {"intervened": np.asarray(rows["human"], bool)},
+            consecutive=True,  # one robot's successive steps: n-step returns walk them in order
         )
 
     def metrics(self) -> dict[str, float]:

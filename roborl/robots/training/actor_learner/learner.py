@@ -42,6 +42,7 @@ episode returns are logged as `train/episode_return`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import subprocess
@@ -329,7 +330,7 @@ class ActorLearnerCollector(Collector):
         chunks = [c for c, _ in parts]
         self.received += sum(len(c) for c in chunks)
         if len(chunks) == 1:
-            return chunks[0]
+            return dataclasses.replace(chunks[0], consecutive=True)
         extras_keys = set.intersection(*(set(c.extras) for c in chunks))
         return Chunk(
             concat_obs([c.obs for c in chunks]),
@@ -340,6 +341,7 @@ class ActorLearnerCollector(Collector):
             None,
             [e for c in chunks for e in c.episodes],
             {k: _cat([c.extras[k] for c in chunks]) for k in sorted(extras_keys)},
+            consecutive=True,  # the actor's successive steps (a gap reads as an episode end)
         )
 
     def sync(self, algo: Algorithm) -> None:
