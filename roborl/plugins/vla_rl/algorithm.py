@@ -46,7 +46,7 @@ import torch
 from torch import nn
 
 from roborl.core.errors import CheckpointError, ConfigError
-from roborl.core.interfaces import Algorithm, Batch, Policy
+from roborl.core.interfaces import Algorithm, Policy
 from roborl.plugins.vla_rl.config import VLARLConfig
 from roborl.plugins.vla_rl.curriculum import SuccessCurriculum
 from roborl.plugins.vla_rl.model import ProcessRewardModel, TinyVLA
@@ -170,9 +170,6 @@ class VLARL(VLAStages, Algorithm):
             "neither of which is a fixed tensor graph. Export it without format=onnx and run it "
             "with roborl's torch runtime."
         )
-
-    def update(self, batch: Batch) -> dict[str, float]:
-        raise NotImplementedError("VLA-RL trains with its own loop (loop='custom')")
 
     def ppo_iteration(self, envs: list[gym.Env], state: dict[str, Any]) -> dict[str, float]:
         """One rollout of `rollout_steps` per env, then PPO updates (critic only in warm-up)."""
