@@ -109,9 +109,15 @@ class Algorithm(abc.ABC):
     def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
         """Actions for a batch of observations (leading axis = env index)."""
 
-    @abc.abstractmethod
     def update(self, batch: Batch) -> dict[str, float]:
-        """One gradient update; returns scalar metrics named without the `train/` prefix."""
+        """One gradient update; returns scalar metrics named without the `train/` prefix.
+
+        Called by the `offpolicy` and `offline` loops, so every algorithm on those loops
+        overrides it; one that brings its own loop (`train(ctx)`) need not."""
+        raise NotImplementedError(
+            f"algorithm {self.name!r} trains with its own loop (loop={self.loop!r}); it has no "
+            "update(batch)"
+        )
 
     @abc.abstractmethod
     def state_dict(self) -> dict[str, Any]:

@@ -16,7 +16,8 @@ from rliable import metrics
 
 from roborl.core.errors import ConfigError
 from roborl.plugins.report import aggregate
-from roborl.plugins.report.aggregate import find_run_dirs, learning_curves, load_run
+from roborl.plugins.report.aggregate import learning_curves
+from roborl.plugins.report.runs import find_run_dirs, load_run
 
 ALGOS = ("algo_a", "algo_b")
 ENVS = ("Hopper-v5", "Walker2d-v5")

@@ -19,7 +19,7 @@ from roborl.core.errors import ConfigError
 from roborl.core.hookspecs import hookimpl
 from roborl.core.plugins import PluginHost
 from roborl.core.runner import Runner
-from roborl.plugins.wsrl.wsrl import calql_regulariser, mc_returns
+from roborl.plugins.wsrl.calql import calql_regulariser, mc_returns
 
 ENV = "InvertedPendulum-v5"
 

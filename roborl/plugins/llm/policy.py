@@ -33,7 +33,7 @@ import numpy as np
 
 from roborl.core.config import rng
 from roborl.core.errors import ConfigError, RobotError
-from roborl.core.interfaces import Algorithm, Batch, Policy
+from roborl.core.interfaces import Algorithm, Policy
 
 log = logging.getLogger("roborl.llm")
 
@@ -426,9 +426,6 @@ class LLMAlgorithm(Algorithm):
             close = getattr(self._policy.backend, "close", None)
             if close is not None:
                 close()
-
-    def update(self, batch: Batch) -> dict[str, float]:
-        return {}
 
     def state_dict(self) -> dict[str, Any]:
         return {}

@@ -79,160 +79,23 @@ import copy
 import logging
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
-from torch import nn
 
-from roborl.core.actor_critic import SoftActorCriticConfig, require_box
-from roborl.core.actor_graph import ActorGraph, ScaleToBounds, observation_inputs
-from roborl.core.config import rng
-from roborl.core.errors import CheckpointError, ConfigError
+from roborl.core.actor_critic import require_box
+from roborl.core.actor_graph import ActorGraph, observation_inputs
+from roborl.core.errors import CheckpointError
 from roborl.core.interfaces import Algorithm, Batch, Policy
 from roborl.core.nn import ActionScaler, EnsembleMLP, TanhGaussianActor, polyak_update
-from roborl.core.obs import add_batch_axis, as_numpy_obs, is_single, to_torch
+from roborl.core.obs import to_torch
+from roborl.plugins.pixel_sac.config import DrQConfig, RLPDConfig
 from roborl.plugins.pixel_sac.encoder import ObsEncoder, RandomShift, require_pixel_space
+from roborl.plugins.pixel_sac.policy import PixelActorGraph, PixelPolicy
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class DrQConfig(SoftActorCriticConfig):
-    """algo=drq: pixel SAC from scratch (DrQ, with DrQ-v2's encoder)."""
-
-    actor_lr: float = field(default=1e-3, metadata=rng(0.0, 1.0, "actor Adam learning rate"))
-    critic_lr: float = field(
-        default=1e-3, metadata=rng(0.0, 1.0, "critic + encoder Adam learning rate")
-    )
-    alpha_lr: float = field(default=1e-3, metadata=rng(0.0, 1.0, "temperature Adam rate"))
-    tau: float = field(default=0.01, metadata=rng(0.0, 1.0, "Polyak rate of the target critics"))
-    encoder_tau: float = field(
-        default=0.05, metadata=rng(0.0, 1.0, "Polyak rate of the target encoder")
-    )
-    init_alpha: float = field(default=0.1, metadata=rng(1e-8, None, "initial temperature"))
-    num_critics: int = field(default=2, metadata=rng(1, 64, "critics in the ensemble"))
-    critic_subsample: int | None = field(
-        default=None,
-        metadata=rng(1, 64, "target min over a random subset of this many critics; null = all"),
-    )
-    critic_layer_norm: bool = field(
-        default=False, metadata={"help": "LayerNorm after each critic hidden layer (RLPD)"}
-    )
-    actor_q: str = field(
-        default="min",
-        metadata={"choices": ["min", "mean"], "help": "ensemble reduction in the actor loss"},
-    )
-    backup_entropy: bool = field(
-        default=True, metadata={"help": "subtract alpha log pi(a'|s') in the TD target"}
-    )
-    critic_steps: int = field(
-        default=1,
-        metadata=rng(
-            1, 1024, "critic steps per update call, on minibatches split from the batch; "
-            "the actor and temperature step once, on the last (RLPD's update)",
-        ),
-    )  # fmt: skip
-    feature_dim: int = field(default=50, metadata=rng(1, None, "trunk features per camera"))
-    conv_channels: int = field(default=32, metadata=rng(1, None, "channels of each conv"))
-    conv_layers: int = field(default=4, metadata=rng(1, 16, "3x3 conv layers (first stride 2)"))
-    image_pad: int = field(
-        default=4, metadata=rng(0, 64, "random-shift padding in pixels; 0 = no augmentation")
-    )
-    shift_next_obs: str = field(
-        default="independent",
-        metadata={
-            "choices": ["independent", "same"],
-            "help": "draw next obs' shift apart from obs' (DrQ, DrQ-v2, SERL) or reuse it",
-        },
-    )
-    log_std_min: float = field(default=-10.0, metadata={"help": "actor log-std lower bound"})
-    log_std_max: float = field(default=2.0, metadata={"help": "actor log-std upper bound"})
-
-    def __post_init__(self) -> None:
-        if self.critic_subsample is not None and self.critic_subsample > self.num_critics:
-            raise ConfigError(
-                f"algo.critic_subsample={self.critic_subsample} exceeds algo.num_critics="
-                f"{self.num_critics}; choose at most num_critics (or null for all)."
-            )
-        if self.batch_size < self.critic_steps:
-            raise ConfigError(
-                f"algo.batch_size={self.batch_size} is smaller than algo.critic_steps="
-                f"{self.critic_steps}: each critic step needs at least one row."
-            )
-
-
-@dataclass
-class RLPDConfig(DrQConfig):
-    """algo=rlpd: DrQ + RLPD's LayerNorm ensemble and high UTD, with demos (SERL)."""
-
-    actor_lr: float = field(default=3e-4, metadata=rng(0.0, 1.0, "actor Adam learning rate"))
-    critic_lr: float = field(
-        default=3e-4, metadata=rng(0.0, 1.0, "critic + encoder Adam learning rate")
-    )
-    alpha_lr: float = field(default=3e-4, metadata=rng(0.0, 1.0, "temperature Adam rate"))
-    tau: float = field(default=0.005, metadata=rng(0.0, 1.0, "Polyak rate of the target critics"))
-    encoder_tau: float = field(
-        default=0.005, metadata=rng(0.0, 1.0, "Polyak rate of the target encoder")
-    )
-    num_critics: int = field(default=10, metadata=rng(1, 64, "critics in the ensemble"))
-    critic_subsample: int | None = field(
-        default=2,
-        metadata=rng(1, 64, "target min over a random subset of this many critics; null = all"),
-    )
-    critic_layer_norm: bool = field(
-        default=True, metadata={"help": "LayerNorm after each critic hidden layer (RLPD)"}
-    )
-    actor_q: str = field(
-        default="mean",
-        metadata={"choices": ["min", "mean"], "help": "ensemble reduction in the actor loss"},
-    )
-    critic_steps: int = field(
-        default=4,
-        metadata=rng(
-            1, 1024, "critic steps per update call, on minibatches split from the batch; "
-            "the actor and temperature step once, on the last (RLPD's update)",
-        ),
-    )  # fmt: skip
-
-
-class PixelPolicy(Policy):
-    """Deterministic tanh(mean) policy on Dict observations (encoder + actor, no augmentation)."""
-
-    def __init__(self, algo: DrQ) -> None:
-        self.observation_space = algo.observation_space
-        self.action_space = algo.action_space
-        self.algo = algo
-
-    def act(self, obs: Any) -> np.ndarray:
-        """One observation (a dict of arrays) or a batch with a leading axis per key."""
-        single = is_single(obs, self.observation_space)
-        obs = as_numpy_obs(obs, self.observation_space)
-        actions = self.algo.act(add_batch_axis(obs) if single else obs, deterministic=True)
-        return actions[0] if single else actions
-
-
-class PixelActorGraph(nn.Module):
-    """Dict observation entries (in the space's order, a batch each) -> encoder features ->
-    tanh(mean) -> the action bounds: `PixelPolicy` as one module for export."""
-
-    def __init__(
-        self,
-        encoder: ObsEncoder,
-        actor: TanhGaussianActor,
-        action_space: gym.spaces.Box,
-        keys: list[str],
-    ) -> None:
-        super().__init__()
-        self.encoder, self.actor, self.keys = encoder, actor, keys
-        self.to_env = ScaleToBounds(action_space)
-
-    def forward(self, *entries: torch.Tensor) -> torch.Tensor:
-        obs = dict(zip(self.keys, entries, strict=True))
-        features = self.encoder(self.encoder.images(obs), obs)
-        return self.to_env(self.actor.deterministic(features))
 
 
 class DrQ(Algorithm):

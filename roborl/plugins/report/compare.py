@@ -22,33 +22,35 @@ roborl's choices around the test, each for a reason:
 - Runs are ordinary run directories under `out/runs/`; running the same command again with
   the same `out=` reuses every finished run and replays the test, so an interrupted
   comparison continues where it stopped.
+
+This module is the command line (options, METHOD parsing, `main`); the design is in
+`compare_sequential.py`, the runs in `compare_runs.py`, the results in `compare_output.py`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
 import re
 import shlex
-import shutil
 import sys
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from roborl.core.checkpoint import atomic_write_bytes, atomic_write_json
 from roborl.core.config import build_config, rng
 from roborl.core.errors import ConfigError
-
-CITATION = (
-    "Mathieu, Le Tour, Le Corff, Gilbert, Moulines (2023). AdaStop: adaptive statistical "
-    "testing for sound comparisons of Deep RL agents. arXiv:2306.10882."
+from roborl.plugins.report.compare_output import (
+    decision_table,
+    status_sentence,
+    summarise,
+    to_markdown,
 )
+from roborl.plugins.report.compare_runs import make_scorer
+from roborl.plugins.report.compare_sequential import TaskTest, run_comparison
+
 HIGHER_IS_BETTER = ("return", "normalized_score", "normalized_reward", "success_rate")
 _LABEL = re.compile(r"^\s*([A-Za-z0-9_.+-]+):\s*(.*)$", re.S)
 
@@ -98,18 +100,6 @@ class CompareOptions:
 class Method:
     label: str
     overrides: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Job:
-    """One run: which method on which task with which seed, and where it goes."""
-
-    task: str
-    method: str
-    index: int  # the method's run number on this task, 0-based
-    seed: int
-    overrides: tuple[str, ...]
-    run_dir: str
 
 
 # -- the command line ------------------------------------------------------------------------
@@ -221,319 +211,7 @@ def parse_args(argv: Sequence[str]) -> tuple[CompareOptions, list[Method], list[
     return opts, methods, common, tasks or [""]
 
 
-# -- the sequential test ------------------------------------------------------------------------
-
-
-class TaskTest:
-    """AdaStop on one task: the sequential test plus the scores and seeds it has seen."""
-
-    def __init__(
-        self, task: str, labels: Sequence[str], n: int, K: int, alpha: float, B: int, seed: int
-    ) -> None:
-        from roborl.plugins.report.adastop import AdaStop
-
-        self.task, self.labels = task, list(labels)
-        self.comparator = AdaStop(n=n, K=K, B=B, alpha=alpha, seed=seed)
-        self.scores: dict[str, list[float]] = {lab: [] for lab in labels}
-        self.seeds: dict[str, list[int]] = {lab: [] for lab in labels}
-        self.groups = 0
-        self.n = n
-
-    @property
-    def finished(self) -> bool:
-        return bool(self.comparator.is_finished) or self.groups >= self.comparator.K
-
-    def active(self) -> list[str]:
-        """Methods still in an undecided pair (all of them before the first group)."""
-        if self.groups == 0:
-            return list(self.labels)
-        current = self.comparator.current_comparisons
-        idx = sorted({int(i) for pair in current for i in pair})
-        return [self.labels[i] for i in idx]
-
-    def add_group(self) -> None:
-        """The test after a group: every active method has n more scores."""
-        values = {lab: np.asarray(self.scores[lab], dtype=float) for lab in self.labels}
-        for lab in self.active():
-            need = (self.groups + 1) * self.n
-            if len(values[lab]) != need:
-                raise RuntimeError(f"{lab} on {self.task}: {len(values[lab])} scores, not {need}")
-        self.comparator.partial_compare(values)
-        self.groups += 1
-
-    def decisions(self) -> list[dict[str, Any]]:
-        """One row per pair: better / equal / undecided, with means and seed counts."""
-        rows = []
-        decided = self.comparator.decisions
-        for i, j in itertools.combinations(range(len(self.labels)), 2):
-            a, b = self.labels[i], self.labels[j]
-            raw = decided.get((i, j), "continue")
-            if raw == "larger":
-                decision, better = f"{a} better", a
-            elif raw == "smaller":
-                decision, better = f"{b} better", b
-            elif raw == "equal":
-                decision, better = "equal", None
-            else:
-                decision, better = "undecided", None
-            rows.append(
-                {
-                    "task": self.task,
-                    "a": a,
-                    "b": b,
-                    "decision": decision,
-                    "better": better,
-                    "adastop": raw,
-                    "mean_a": float(np.mean(self.scores[a])) if self.scores[a] else None,
-                    "mean_b": float(np.mean(self.scores[b])) if self.scores[b] else None,
-                    "seeds_a": len(self.scores[a]),
-                    "seeds_b": len(self.scores[b]),
-                }
-            )
-        return rows
-
-
-ScoreFn = Callable[[Sequence[Job]], Sequence[float]]
-
-
-def run_comparison(
-    methods: Sequence[Method],
-    tasks: Sequence[str],
-    opts: CompareOptions,
-    score: ScoreFn,
-    out: Path | None = None,
-    on_group: Callable[[list[TaskTest], int], None] | None = None,
-) -> list[TaskTest]:
-    """Groups of `opts.n` seeds per active method and task until every test is finished.
-
-    `score(jobs)` runs the jobs (or looks up finished ones) and returns one score per job;
-    `tasks` are the per-task overrides ("" for the config's own env). `on_group(tests, k)`
-    sees the state after each group (`main` saves it there, so an interrupt loses no group).
-    """
-    labels = [m.label for m in methods]
-    by_label = {m.label: m for m in methods}
-    alpha_task = opts.alpha / len(tasks)
-    tests = [
-        TaskTest(t, labels, opts.n, opts.max_groups, alpha_task, opts.permutations, opts.seed)
-        for t in tasks
-    ]
-    runs = Path(out or ".") / "runs"
-    for k in range(opts.max_groups):
-        pending = [t for t in tests if not t.finished]
-        if not pending:
-            break
-        jobs: list[Job] = []
-        for t in pending:
-            for lab in t.active():
-                m = labels.index(lab)
-                for j in range(opts.n):
-                    r = k * opts.n + j
-                    seed = opts.seed + m + r * len(labels)
-                    task_dir = _slug(t.task.split("=", 1)[-1] or "default")
-                    jobs.append(
-                        Job(
-                            task=t.task,
-                            method=lab,
-                            index=r,
-                            seed=seed,
-                            overrides=(*by_label[lab].overrides, *([t.task] if t.task else [])),
-                            run_dir=str(runs / task_dir / _slug(lab) / f"seed{seed}"),
-                        )
-                    )
-        values = score(jobs)
-        by_task = {t.task: t for t in tests}
-        for job, v in zip(jobs, values, strict=True):
-            test = by_task[job.task]
-            test.scores[job.method].append(float(v))
-            test.seeds[job.method].append(job.seed)
-        for t in pending:
-            t.add_group()
-        if on_group is not None:
-            on_group(tests, k + 1)
-    return tests
-
-
-def _slug(text: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in text) or "_"
-
-
-# -- running the jobs ---------------------------------------------------------------------------
-
-
-def _finished(run_dir: Path) -> bool:
-    try:
-        return json.loads((run_dir / "summary.json").read_text()).get("status") == "finished"
-    except (OSError, json.JSONDecodeError):
-        return False
-
-
-def run_job(overrides: Sequence[str], run_dir: str) -> None:
-    """One training run as `roborl train` would compose it, in this process."""
-    from roborl.core.compose import compose_dict
-    from roborl.core.plugins import get_host
-    from roborl.core.runner import Runner
-
-    host = get_host()
-    cfg = compose_dict(host, list(overrides), "compare")
-    Runner(cfg, run_dir, host).execute()
-
-
-def _job_overrides(job: Job, common: Sequence[str]) -> list[str]:
-    return [*common, *job.overrides, f"seed={job.seed}", "progress=false"]
-
-
-def make_scorer(common: Sequence[str], opts: CompareOptions) -> ScoreFn:
-    """Run each job not finished yet (in-process, or `opts.jobs` processes) and read its
-    score from its run directory."""
-    from roborl.plugins.report.aggregate import load_run
-
-    def score(jobs: Sequence[Job]) -> list[float]:
-        todo = [j for j in jobs if not _finished(Path(j.run_dir))]
-        for j in todo:
-            if Path(j.run_dir).exists():  # an interrupted run of ours: start it again
-                shutil.rmtree(j.run_dir)
-        t0 = time.time()
-        if opts.jobs == 1 or len(todo) <= 1:
-            for j in todo:
-                run_job(_job_overrides(j, common), j.run_dir)
-                _progress(j, time.time() - t0, opts)
-        else:
-            import multiprocessing as mp
-            from concurrent.futures import ProcessPoolExecutor, as_completed
-
-            pool = ProcessPoolExecutor(opts.jobs, mp_context=mp.get_context("spawn"))
-            try:
-                futures = {
-                    pool.submit(run_job, _job_overrides(j, common), j.run_dir): j for j in todo
-                }
-                for fut in as_completed(futures):
-                    fut.result()
-                    _progress(futures[fut], time.time() - t0, opts)
-            except BaseException:  # Ctrl-C or a failed run: queued runs must not start
-                pool.shutdown(wait=False, cancel_futures=True)
-                raise
-            pool.shutdown()
-        values = []
-        for j in jobs:
-            rec = load_run(j.run_dir)
-            vals = rec.final if opts.which == "final" else rec.best
-            if opts.metric not in vals:
-                raise ConfigError(
-                    f"roborl compare: the run {j.run_dir} logged no {opts.metric!r} "
-                    f"(it has: {', '.join(sorted(vals)) or 'no evaluation'}); choose metric= "
-                    "from those, or make the runs evaluate (eval_every=)."
-                )
-            values.append(vals[opts.metric])
-        return values
-
-    return score
-
-
-def _progress(job: Job, elapsed: float, opts: CompareOptions) -> None:
-    from roborl.plugins.report.aggregate import load_run
-
-    rec = load_run(job.run_dir)
-    value = (rec.final if opts.which == "final" else rec.best).get(opts.metric)
-    shown = "n/a" if value is None else f"{value:.2f}"
-    task = job.task.split("=", 1)[-1] or rec.env
-    print(
-        f"roborl compare: {job.method} on {task} seed {job.seed}: {opts.which} {opts.metric} "
-        f"{shown} ({elapsed:.0f}s)",
-        flush=True,
-    )
-
-
-# -- outputs -------------------------------------------------------------------------------------
-
-
-def summarise(
-    tests: Sequence[TaskTest], methods: Sequence[Method], opts: CompareOptions, status: str
-) -> dict[str, Any]:
-    rows = [row for t in tests for row in t.decisions()]
-    n_pairs = len(rows)
-    return {
-        "status": status,
-        "test": "AdaStop (roborl.plugins.report.adastop; two-sided, see its docstring)",
-        "citation": CITATION,
-        "family_wise_error": opts.alpha,
-        "alpha_per_task": opts.alpha / len(tests),
-        "pairs": n_pairs,
-        "n": opts.n,
-        "max_groups": opts.max_groups,
-        "permutations": opts.permutations,
-        "score": f"{opts.which} {opts.metric}",
-        "methods": {m.label: list(m.overrides) for m in methods},
-        "groups_used": {t.task or "default": t.groups for t in tests},
-        "decisions": rows,
-        "seeds": {t.task or "default": t.seeds for t in tests},
-        "scores": {t.task or "default": t.scores for t in tests},
-    }
-
-
-def decision_table(result: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
-    header = ["task", "A", "B", "decision", "mean A (seeds)", "mean B (seeds)"]
-    rows = []
-    for d in result["decisions"]:
-        fmt = lambda v, n: "-" if v is None else f"{v:.2f} ({n})"  # noqa: E731
-        rows.append(
-            [
-                d["task"].split("=", 1)[-1] or "default",
-                d["a"],
-                d["b"],
-                d["decision"],
-                fmt(d["mean_a"], d["seeds_a"]),
-                fmt(d["mean_b"], d["seeds_b"]),
-            ]
-        )
-    return header, rows
-
-
-def status_sentence(result: Mapping[str, Any]) -> str:
-    groups = result["groups_used"]
-    most = max(groups.values()) if groups else 0
-    tasks = len(groups)
-    per_task = (
-        f" (alpha/{tasks} = {result['alpha_per_task']:.4g} per task, Bonferroni)"
-        if tasks > 1
-        else ""
-    )
-    state = {
-        "decided": f"every pair decided after {most} of {result['max_groups']} group(s)"
-        + (" (stopped early)" if most < result["max_groups"] else ""),
-        "budget spent": f"budget spent: all {result['max_groups']} groups ran",
-        "interrupted": f"interrupted after {most} group(s); run the same command again to continue",
-        "running": f"{most} group(s) done so far (if no roborl compare is running on this "
-        "out=, run the same command again to continue)",
-    }[result["status"]]
-    return (
-        f"AdaStop, {result['score']}, groups of n={result['n']} seeds per method, at most "
-        f"K={result['max_groups']} groups: {state}. Family-wise error at most "
-        f"alpha={result['family_wise_error']:g} over all {result['pairs']} pair(s){per_task}. "
-        "'equal' means no difference was found within the budget (AdaStop accepts equality at "
-        "its last group); 'undecided' pairs were still running. "
-        f"{result['citation']}"
-    )
-
-
-def to_markdown(result: Mapping[str, Any]) -> str:
-    header, rows = decision_table(result)
-    lines = [
-        "# roborl compare\n",
-        status_sentence(result) + "\n",
-        "## Decisions\n",
-        "| " + " | ".join(header) + " |",
-        "|" + "---|" * len(header),
-        *["| " + " | ".join(r) + " |" for r in rows],
-        "",
-        "## Methods\n",
-        *[f"- **{lab}**: `{' '.join(ov)}`" for lab, ov in result["methods"].items()],
-        "",
-        "## Seeds used\n",
-    ]
-    for task, by_method in result["seeds"].items():
-        for lab, seeds in by_method.items():
-            lines.append(f"- {task.split('=', 1)[-1]} / {lab}: {len(seeds)} seeds {seeds}")
-    return "\n".join(lines) + "\n"
+# -- the run --------------------------------------------------------------------------------------
 
 
 def _spec(

@@ -22,7 +22,7 @@ import torch
 
 from roborl.core.config import rng
 from roborl.core.errors import ConfigError
-from roborl.core.interfaces import Algorithm, Batch, Policy
+from roborl.core.interfaces import Algorithm, Policy
 
 if TYPE_CHECKING:
     from roborl.core.context import TrainContext
@@ -101,9 +101,6 @@ class SB3Algorithm(Algorithm):
     def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
         action, _ = self.model.predict(obs, deterministic=deterministic)
         return action
-
-    def update(self, batch: Batch) -> dict[str, float]:
-        raise NotImplementedError("stable-baselines3 algorithms train with their own loop")
 
     def policy(self) -> Policy:
         return SB3Policy(self.model, self.observation_space, self.action_space)

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import gymnasium as gym
@@ -46,12 +45,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from roborl.core.config import rng
 from roborl.core.errors import CheckpointError, ConfigError
-from roborl.core.interfaces import Algorithm, Batch, Policy
+from roborl.core.interfaces import Algorithm, Policy
+from roborl.plugins.vla_rl.config import VLARLConfig
 from roborl.plugins.vla_rl.curriculum import SuccessCurriculum
 from roborl.plugins.vla_rl.model import ProcessRewardModel, TinyVLA
+from roborl.plugins.vla_rl.policy import VLAPolicy, batch_obs
 from roborl.plugins.vla_rl.ppo import clipped_policy_loss, clipped_value_loss, gae
+from roborl.plugins.vla_rl.stages import VLAStages
 from roborl.plugins.vla_rl.tokenizer import PAD, ActionTokenizer, WordTokenizer
 
 if TYPE_CHECKING:
@@ -61,55 +62,7 @@ if TYPE_CHECKING:
 ACTION_TOKENS = "openvla-255"
 
 
-@dataclass
-class VLARLConfig:
-    hidden_size: int = field(default=64, metadata=rng(8, 4096))
-    layers: int = field(default=2, metadata=rng(1, 64))
-    heads: int = field(default=4, metadata=rng(1, 64))
-    demos_per_task: int = field(default=20, metadata=rng(1, None))
-    demo_noise: float = field(default=0.1, metadata=rng(0.0, 1.0))
-    sft_steps: int = field(default=400, metadata=rng(0, None))
-    sft_lr: float = field(default=1e-3, metadata=rng(0.0, 1.0))
-    sft_batch_size: int = field(default=64, metadata=rng(1, None))
-    iterations: int = field(default=20, metadata=rng(0, None))
-    num_envs: int = field(default=8, metadata=rng(1, 256))
-    rollout_steps: int = field(default=32, metadata=rng(1, None))
-    temperature: float = field(default=1.0, metadata=rng(1e-3, 10.0))
-    gamma: float = field(default=0.99, metadata=rng(0.0, 1.0))
-    gae_lambda: float = field(default=0.95, metadata=rng(0.0, 1.0))
-    clip: float = field(default=0.2, metadata=rng(0.0, 1.0))
-    value_clip: float = field(default=0.2, metadata=rng(0.0, None))
-    epochs: int = field(default=1, metadata=rng(1, 100))
-    minibatches: int = field(default=4, metadata=rng(1, 1024))
-    lr: float = field(default=3e-5, metadata=rng(0.0, 1.0))
-    value_lr: float = field(default=1e-4, metadata=rng(0.0, 1.0))
-    max_grad_norm: float = field(default=1.0, metadata=rng(0.0, None))
-    critic_warmup_iterations: int = field(default=5, metadata=rng(0, None))
-    use_prm: bool = True
-    prm_coef: float = field(default=0.05, metadata=rng(0.0, None))
-    prm_steps: int = field(default=300, metadata=rng(0, None))
-    curriculum: bool = True
-    curriculum_temperature: float = field(default=0.1, metadata=rng(1e-3, None))
-    eval_episodes_per_task: int = field(default=10, metadata=rng(1, None))
-
-
-class VLAPolicy(Policy):
-    """Greedy action decoding from image + task index (instruction looked up by index)."""
-
-    def __init__(self, algo: VLARL) -> None:
-        self.algo = algo
-        self.observation_space = algo.observation_space
-        self.action_space = algo.action_space
-
-    def act(self, obs: Mapping[str, Any]) -> np.ndarray:
-        return self.algo.act(_batch_obs(obs), deterministic=True)[0]
-
-
-def _batch_obs(obs: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    return {"image": np.asarray(obs["image"])[None], "task": np.asarray([obs["task"]])}
-
-
-class VLARL(Algorithm):
+class VLARL(VLAStages, Algorithm):
     name = "vla_rl"
     Config = VLARLConfig
     loop = "custom"
@@ -218,127 +171,6 @@ class VLARL(Algorithm):
             "with roborl's torch runtime."
         )
 
-    def update(self, batch: Batch) -> dict[str, float]:
-        raise NotImplementedError("VLA-RL trains with its own loop (loop='custom')")
-
-    # -- phases ------------------------------------------------------------------------------
-
-    def collect_demos(self, env: gym.Env, seed: int) -> dict[str, np.ndarray]:
-        """Scripted-expert demonstrations per task variant, with milestone pseudo-labels."""
-        base = env.unwrapped
-        if not hasattr(base, "expert_action"):
-            raise ConfigError(
-                "VLA-RL's SFT stage needs demonstrations: the env must provide expert_action() "
-                "(roborl's tabletop tasks do)."
-            )
-        images, tasks, actions, labels = [], [], [], []
-        for task in range(len(base.task_instructions)):
-            for ep in range(self.config.demos_per_task):
-                obs, _ = env.reset(seed=seed + 1000 * task + ep, options={"task": task})
-                start = base.progress()
-                milestones = [0.75, 0.5, 0.25]
-                ep_steps = []
-                done = False
-                while not done:
-                    a = base.expert_action(noise=self.config.demo_noise)
-                    next_obs, _, term, trunc, _ = env.step(a)
-                    progressed = False
-                    while milestones and base.progress() < milestones[0] * start:
-                        milestones.pop(0)
-                        progressed = True
-                    ep_steps.append((obs["image"], task, a, progressed or term))
-                    obs, done = next_obs, term or trunc
-                # A step is positive when a milestone is reached within the next 2 steps.
-                flags = [s[3] for s in ep_steps]
-                for t, (img, k, a, _) in enumerate(ep_steps):
-                    images.append(img)
-                    tasks.append(k)
-                    actions.append(a)
-                    labels.append(float(any(flags[t : t + 2])))
-        return {
-            "images": np.stack(images),
-            "tasks": np.asarray(tasks),
-            "actions": np.stack(actions).astype(np.float32),
-            "labels": np.asarray(labels, dtype=np.float32),
-        }
-
-    def sft(self, demos: Mapping[str, np.ndarray]) -> list[float]:
-        """Behaviour cloning: cross-entropy on the action tokens of the demonstrations."""
-        assert self.policy_model is not None and self.action_tokenizer is not None
-        cfg = self.config
-        opt = torch.optim.Adam(self.policy_model.parameters(), lr=cfg.sft_lr)
-        images = torch.as_tensor(demos["images"])
-        prompts = self.prompts[torch.as_tensor(demos["tasks"], dtype=torch.long)]
-        tokens = torch.as_tensor(self.action_tokenizer.encode(demos["actions"]))
-        losses = []
-        for _ in range(cfg.sft_steps):
-            idx = torch.randint(0, len(images), (cfg.sft_batch_size,), generator=self.gen)
-            logp, _ = self.policy_model.action_log_prob(images[idx], prompts[idx], tokens[idx])
-            loss = -logp.mean() / self.action_dim
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            losses.append(float(loss.detach()))
-        self.sync_rollout_weights()
-        assert self.critic is not None
-        # The critic starts from the SFT policy's weights (official: value model = the VLA).
-        self.critic.load_state_dict(self.policy_model.state_dict(), strict=False)
-        return losses
-
-    def train_prm(self, demos: Mapping[str, np.ndarray]) -> dict[str, float]:
-        """Binary classifier on (state, action) -> progress; demo actions with their milestone
-        labels, plus random actions on the same states as negatives."""
-        assert self.prm is not None
-        cfg = self.config
-        n = len(demos["labels"])
-        images = torch.as_tensor(demos["images"])
-        tasks = torch.as_tensor(demos["tasks"], dtype=torch.long)
-        actions = torch.as_tensor(demos["actions"])
-        labels = torch.as_tensor(demos["labels"])
-        opt = torch.optim.Adam(self.prm.parameters(), lr=1e-3)
-        bce = nn.BCEWithLogitsLoss()
-        loss = torch.tensor(0.0)
-        for _ in range(cfg.prm_steps):
-            idx = torch.randint(0, n, (64,), generator=self.gen)
-            rand_a = torch.rand(64, self.action_dim, generator=self.gen) * 2 - 1
-            img = torch.cat([images[idx], images[idx]])
-            tk = torch.cat([tasks[idx], tasks[idx]])
-            act = torch.cat([actions[idx], rand_a])
-            lab = torch.cat([labels[idx], torch.zeros(64)])
-            loss = bce(self.prm(img, tk, act), lab)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        with torch.no_grad():
-            pos = torch.sigmoid(self.prm(images, tasks, actions))
-            neg = torch.sigmoid(self.prm(images, tasks, torch.rand(n, self.action_dim) * 2 - 1))
-        return {
-            "prm/loss": float(loss.detach()),
-            "prm/p_demo": float(pos.mean()),
-            "prm/p_random": float(neg.mean()),
-        }
-
-    def evaluate_tasks(self, env: gym.Env, seed: int) -> dict[str, float]:
-        """Greedy success rate per task variant."""
-        base = env.unwrapped
-        out = {}
-        for task in range(len(self.instructions)):
-            wins = 0
-            for ep in range(self.config.eval_episodes_per_task):
-                obs, _ = env.reset(seed=seed + 7919 * task + ep, options={"task": task})
-                done, term = False, False
-                while not done:
-                    obs, _, term, trunc, _ = env.step(
-                        self.act(_batch_obs(obs), deterministic=True)[0]
-                    )
-                    done = term or trunc
-                wins += int(term)
-            out[f"success/{base.task_instructions[task].replace(' ', '_')}"] = (
-                wins / self.config.eval_episodes_per_task
-            )
-        out["success/mean"] = float(np.mean(list(out.values())))
-        return out
-
     def ppo_iteration(self, envs: list[gym.Env], state: dict[str, Any]) -> dict[str, float]:
         """One rollout of `rollout_steps` per env, then PPO updates (critic only in warm-up)."""
         assert self.policy_model is not None and self.critic is not None and self.prm is not None
@@ -369,7 +201,7 @@ class VLARL(Algorithm):
                 if term or trunc:
                     if trunc and not term:  # time limit: bootstrap from the final state
                         with torch.no_grad():
-                            fi, fp = self._inputs(_batch_obs(o))
+                            fi, fp = self._inputs(batch_obs(o))
                             step_r[i] += cfg.gamma * float(self.critic.values(fi, fp)[0])
                     self.curriculum.update(int(batch["task"][i]), bool(term))
                     successes += int(term)

@@ -1,0 +1,113 @@
+"""The pixel SAC algorithms' configurations: `algo=drq` (DrQ's DMC values) and `algo=rlpd`
+(RLPD's ensemble and update ratio, SERL's values).
+
+Apart from `drq.py` so that module holds the algorithms (with the papers and deviations in
+its docstring) and this one the keys a user sets; each default is explained there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from roborl.core.actor_critic import SoftActorCriticConfig
+from roborl.core.config import rng
+from roborl.core.errors import ConfigError
+
+
+@dataclass
+class DrQConfig(SoftActorCriticConfig):
+    """algo=drq: pixel SAC from scratch (DrQ, with DrQ-v2's encoder)."""
+
+    actor_lr: float = field(default=1e-3, metadata=rng(0.0, 1.0, "actor Adam learning rate"))
+    critic_lr: float = field(
+        default=1e-3, metadata=rng(0.0, 1.0, "critic + encoder Adam learning rate")
+    )
+    alpha_lr: float = field(default=1e-3, metadata=rng(0.0, 1.0, "temperature Adam rate"))
+    tau: float = field(default=0.01, metadata=rng(0.0, 1.0, "Polyak rate of the target critics"))
+    encoder_tau: float = field(
+        default=0.05, metadata=rng(0.0, 1.0, "Polyak rate of the target encoder")
+    )
+    init_alpha: float = field(default=0.1, metadata=rng(1e-8, None, "initial temperature"))
+    num_critics: int = field(default=2, metadata=rng(1, 64, "critics in the ensemble"))
+    critic_subsample: int | None = field(
+        default=None,
+        metadata=rng(1, 64, "target min over a random subset of this many critics; null = all"),
+    )
+    critic_layer_norm: bool = field(
+        default=False, metadata={"help": "LayerNorm after each critic hidden layer (RLPD)"}
+    )
+    actor_q: str = field(
+        default="min",
+        metadata={"choices": ["min", "mean"], "help": "ensemble reduction in the actor loss"},
+    )
+    backup_entropy: bool = field(
+        default=True, metadata={"help": "subtract alpha log pi(a'|s') in the TD target"}
+    )
+    critic_steps: int = field(
+        default=1,
+        metadata=rng(
+            1, 1024, "critic steps per update call, on minibatches split from the batch; "
+            "the actor and temperature step once, on the last (RLPD's update)",
+        ),
+    )  # fmt: skip
+    feature_dim: int = field(default=50, metadata=rng(1, None, "trunk features per camera"))
+    conv_channels: int = field(default=32, metadata=rng(1, None, "channels of each conv"))
+    conv_layers: int = field(default=4, metadata=rng(1, 16, "3x3 conv layers (first stride 2)"))
+    image_pad: int = field(
+        default=4, metadata=rng(0, 64, "random-shift padding in pixels; 0 = no augmentation")
+    )
+    shift_next_obs: str = field(
+        default="independent",
+        metadata={
+            "choices": ["independent", "same"],
+            "help": "draw next obs' shift apart from obs' (DrQ, DrQ-v2, SERL) or reuse it",
+        },
+    )
+    log_std_min: float = field(default=-10.0, metadata={"help": "actor log-std lower bound"})
+    log_std_max: float = field(default=2.0, metadata={"help": "actor log-std upper bound"})
+
+    def __post_init__(self) -> None:
+        if self.critic_subsample is not None and self.critic_subsample > self.num_critics:
+            raise ConfigError(
+                f"algo.critic_subsample={self.critic_subsample} exceeds algo.num_critics="
+                f"{self.num_critics}; choose at most num_critics (or null for all)."
+            )
+        if self.batch_size < self.critic_steps:
+            raise ConfigError(
+                f"algo.batch_size={self.batch_size} is smaller than algo.critic_steps="
+                f"{self.critic_steps}: each critic step needs at least one row."
+            )
+
+
+@dataclass
+class RLPDConfig(DrQConfig):
+    """algo=rlpd: DrQ + RLPD's LayerNorm ensemble and high UTD, with demos (SERL)."""
+
+    actor_lr: float = field(default=3e-4, metadata=rng(0.0, 1.0, "actor Adam learning rate"))
+    critic_lr: float = field(
+        default=3e-4, metadata=rng(0.0, 1.0, "critic + encoder Adam learning rate")
+    )
+    alpha_lr: float = field(default=3e-4, metadata=rng(0.0, 1.0, "temperature Adam rate"))
+    tau: float = field(default=0.005, metadata=rng(0.0, 1.0, "Polyak rate of the target critics"))
+    encoder_tau: float = field(
+        default=0.005, metadata=rng(0.0, 1.0, "Polyak rate of the target encoder")
+    )
+    num_critics: int = field(default=10, metadata=rng(1, 64, "critics in the ensemble"))
+    critic_subsample: int | None = field(
+        default=2,
+        metadata=rng(1, 64, "target min over a random subset of this many critics; null = all"),
+    )
+    critic_layer_norm: bool = field(
+        default=True, metadata={"help": "LayerNorm after each critic hidden layer (RLPD)"}
+    )
+    actor_q: str = field(
+        default="mean",
+        metadata={"choices": ["min", "mean"], "help": "ensemble reduction in the actor loss"},
+    )
+    critic_steps: int = field(
+        default=4,
+        metadata=rng(
+            1, 1024, "critic steps per update call, on minibatches split from the batch; "
+            "the actor and temperature step once, on the last (RLPD's update)",
+        ),
+    )  # fmt: skip
