@@ -175,8 +175,8 @@ def test_rlpd_target_uses_a_random_subset_of_the_ensemble() -> None:
     0, with r = 0, gamma (1 - d) = 1 and no entropy term: the TD loss is v_next^2, so each
     call reveals v_next = min over the subset. A subset of 2 distinct members gives a minimum
     in {0, ..., 80} that varies from call to call; the whole ensemble would always give 0."""
-    algo = make(RLPD, backup_entropy=False)
-    assert (algo.config.num_critics, algo.config.critic_subsample) == (10, 2)
+    algo = make(RLPD, critic_subsample=2)  # SERL's subset (RLPD's pixel default is 1)
+    assert (algo.config.num_critics, algo.config.backup_entropy) == (10, False)
     torch.manual_seed(5)
     with torch.no_grad():
         algo.critic_target.head.weight.zero_()
@@ -226,10 +226,27 @@ def test_subset_larger_than_the_ensemble_is_a_config_error() -> None:
         build_config(DrQConfig, {"critic_subsample": 3})
 
 
+def test_rlpd_defaults_are_its_official_pixel_config() -> None:
+    """rlpd_pixels_config.py over drq_config.py: num_qs 10, num_min_qs 1, critic LayerNorm,
+    backup_entropy False, init temperature 0.1, target entropy -|A|/2 (DrQ keeps -|A|)."""
+    algo = make(RLPD)
+    cfg = algo.config
+    assert (cfg.num_critics, cfg.critic_subsample, cfg.critic_layer_norm) == (10, 1, True)
+    assert (cfg.backup_entropy, cfg.init_alpha, cfg.gamma) == (False, 0.1, 0.99)
+    assert algo.target_entropy == -ACT.shape[0] / 2
+    assert make(DrQ).target_entropy == -ACT.shape[0]
+
+
 def test_serl_preset_composes_over_rlpd_and_builds() -> None:
+    """SERL's make_drq_agent: discount 0.96, tanh + LayerNorm in actor and critics, 10
+    critics with a subset of 2, no entropy backup, temperature from 1e-2."""
     host = get_host()
     algo = compose_dict(host, ["algo=serl", "env=tabletop_reach_pixels"], "train")["algo"]
     assert algo["name"] == "rlpd"
     assert (algo["activation"], algo["backup_entropy"], algo["init_alpha"]) == ("tanh", False, 0.01)
     cls, config = resolve_algorithm(host, algo)
     assert cls is RLPD and config.num_critics == 10 and config.critic_subsample == 2
+    assert (config.gamma, config.actor_layer_norm) == (0.96, True)
+    serl = cls(space(), ACT, config)
+    assert any(isinstance(m, torch.nn.LayerNorm) for m in serl.actor.modules())
+    assert not any(isinstance(m, torch.nn.LayerNorm) for m in make(RLPD).actor.modules())

@@ -6,11 +6,13 @@ image (obs and next obs shifted independently); y = r + gamma (1 - d) (min_j Q'_
 loss mean_j (Q_j(f(s), a) - y)^2, whose gradient trains the encoder too; actor
 E[alpha log pi(a|f) - min_j Q_j(f, a)] on detached features; temperature
 -alpha (log pi + target entropy); Adam; Polyak on critics (tau) and encoder (encoder_tau).
-RLPD (Ball et al. 2023, Sec. 3) as SERL runs it: LayerNorm critics, an ensemble of 10 with
-the target min over a random subset of 2, the ensemble mean in the actor loss, `critic_steps`
+RLPD (Ball et al. 2023, Sec. 3; its pixel config): LayerNorm critics, an ensemble of 10 with
+the target from one random critic (SERL: min over a random 2), the ensemble mean in the actor
+loss, temperature towards -|A|/2, `critic_steps`
 critic steps on minibatches split from the batch (demo and online rows evenly), then one actor
 and temperature step on the last minibatch's features (computed before its critic step).
-SERL's preset (rail-berkeley/serl): tanh activations, no entropy term in the target.
+SERL's preset (rail-berkeley/serl, make_drq_agent): discount 0.96, tanh and LayerNorm in
+actor and critics, no entropy term in the target.
 
 The reference reuses only the initial weights, the augmented images (recorded from the
 update's own shift, whose crop is tested in test_pixel_sac.py) and the random state right
@@ -110,6 +112,8 @@ class Reference:
         self.q_ops = ensemble_ops(self.critic, algo.critic, cfg.activation)
         self.qt_ops = ensemble_ops(self.target, algo.critic_target, cfg.activation)
         self.log_alpha = algo.log_alpha.detach().double().clone().requires_grad_(True)
+        # SAC's/DrQ's -|A|; RLPD's and SERL's code: -|A|/2.
+        self.target_entropy = -ACT / 2 if isinstance(algo, RLPD) else -ACT
         self.adam = Adam()
 
     @staticmethod
@@ -172,7 +176,7 @@ class Reference:
         actor_loss = (alpha * logp - q_pi).mean()
         actor_grads = torch.autograd.grad(actor_loss, self.actor.leaves)
         self.adam.step(self.actor.leaves, actor_grads, cfg.actor_lr)
-        alpha_loss = -(self.log_alpha.exp() * (logp.detach() - ACT)).mean()
+        alpha_loss = -(self.log_alpha.exp() * (logp.detach() + self.target_entropy)).mean()
         alpha_grad = torch.autograd.grad(alpha_loss, [self.log_alpha])
         self.adam.step([self.log_alpha], alpha_grad, cfg.alpha_lr)
         return {

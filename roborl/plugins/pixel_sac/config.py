@@ -63,6 +63,9 @@ class DrQConfig(SoftActorCriticConfig):
             "help": "draw next obs' shift apart from obs' (DrQ, DrQ-v2, SERL) or reuse it",
         },
     )
+    actor_layer_norm: bool = field(
+        default=False, metadata={"help": "LayerNorm after each actor hidden layer (SERL)"}
+    )
     log_std_min: float = field(default=-10.0, metadata={"help": "actor log-std lower bound"})
     log_std_max: float = field(default=2.0, metadata={"help": "actor log-std upper bound"})
 
@@ -81,7 +84,8 @@ class DrQConfig(SoftActorCriticConfig):
 
 @dataclass
 class RLPDConfig(DrQConfig):
-    """algo=rlpd: DrQ + RLPD's LayerNorm ensemble and high UTD, with demos (SERL)."""
+    """algo=rlpd: DrQ + RLPD's LayerNorm ensemble, with RLPD's pixel config (one random
+    critic in the target, no entropy backup) and demos."""
 
     actor_lr: float = field(default=3e-4, metadata=rng(0.0, 1.0, "actor Adam learning rate"))
     critic_lr: float = field(
@@ -94,7 +98,7 @@ class RLPDConfig(DrQConfig):
     )
     num_critics: int = field(default=10, metadata=rng(1, 64, "critics in the ensemble"))
     critic_subsample: int | None = field(
-        default=2,
+        default=1,
         metadata=rng(1, 64, "target min over a random subset of this many critics; null = all"),
     )
     critic_layer_norm: bool = field(
@@ -103,6 +107,9 @@ class RLPDConfig(DrQConfig):
     actor_q: str = field(
         default="mean",
         metadata={"choices": ["min", "mean"], "help": "ensemble reduction in the actor loss"},
+    )
+    backup_entropy: bool = field(
+        default=False, metadata={"help": "subtract alpha log pi(a'|s') in the TD target"}
     )
     critic_steps: int = field(
         default=4,

@@ -40,11 +40,17 @@ Two algorithms with these defaults:
 
 - ``algo=drq``: pixel SAC from scratch (DrQ): 2 critics, min of both in target and actor
   loss, no LayerNorm, entropy in the backup, `critic_steps` 1.
-- ``algo=rlpd``: RLPD as SERL uses it: 10 LayerNorm critics, target min over a random subset
-  of 2, ensemble mean in the actor loss, `critic_steps` 4 (critic updates per env step at the
-  run's default utd_ratio=1: SERL's critic_actor_ratio), learning from `demos=PATH` with
-  `demo_fraction=0.5` (the off-policy loop's symmetric sampling marks demo rows in
-  `Batch.extras["is_demo"]`; `critic_steps` splits each half evenly over the minibatches).
+- ``algo=rlpd``: RLPD with its official pixel config (`configs/rlpd_pixels_config.py` over
+  `drq_config.py`): 10 LayerNorm critics, the target from ONE random critic of the ensemble
+  (`num_min_qs=1`), no entropy term in the backup (`backup_entropy=False`), initial
+  temperature 0.1, target entropy -dim(A)/2, ensemble mean in the actor loss; `critic_steps` 4
+  (critic updates per env step at the run's default utd_ratio=1: SERL's critic_actor_ratio),
+  learning from `demos=PATH` with `demo_fraction=0.5` (the off-policy loop's symmetric sampling
+  marks demo rows in `Batch.extras["is_demo"]`; `critic_steps` splits each half evenly over
+  the minibatches).
+- ``algo=serl`` (a preset over rlpd): SERL's `make_drq_agent`: discount 0.96, tanh and
+  LayerNorm in actor and critics, target min over 2 of 10 critics, no entropy backup,
+  temperature from 1e-2, target entropy -dim(A)/2.
 
 Deviations (each a config value where it is one):
 
@@ -62,8 +68,11 @@ Deviations (each a config value where it is one):
 - algo=drq: batch 256 (DrQ 512), 256x256 MLPs (DrQ 1024x1024), actor and target updated
   every step (DrQ every 2nd), Adam 1e-3 (DrQ's DMC value).
 - algo=rlpd: `critic_steps` 4 (RLPD's G = 20 is too slow for pixels on a CPU; SERL's ratio
-  is 4), initial temperature 0.1 (RLPD 1.0, SERL 1e-2), target entropy -dim(A) (RLPD
-  -dim(A)/2), backup with the entropy term (RLPD's code; SERL drops it: `backup_entropy`).
+  is 4). RLPD's state-based config differs from its pixel one (min over 2 critics, entropy
+  in the backup, temperature from 1.0): set `algo.critic_subsample=2
+  algo.backup_entropy=true algo.init_alpha=1.0` for it.
+- algo=serl: SERL's frozen pretrained ResNet-10 encoder is not available (no weights can be
+  downloaded here); the encoder is DrQ-v2's conv net trained by the critic, as in algo=rlpd.
 - No dropout in the critics (some SERL launch configs add 0.1, as DroQ), PyTorch's default
   initialisation instead of orthogonal/Xavier.
 - The actor step reuses the last minibatch's features, computed before that minibatch's
@@ -106,6 +115,11 @@ class DrQ(Algorithm):
     loop = "offpolicy"
     accepts_dict_obs = True
 
+    @property
+    def default_target_entropy(self) -> float:
+        """-dim(A): SAC's and DrQ's heuristic, used when `target_entropy` is null."""
+        return -float(self.act_dim)
+
     def __init__(
         self,
         observation_space: gym.Space,
@@ -125,7 +139,12 @@ class DrQ(Algorithm):
         feat = self.encoder.out_dim
         hidden = list(cfg.hidden_sizes)
         self.actor = TanhGaussianActor(
-            feat, self.act_dim, hidden, cfg.activation, (cfg.log_std_min, cfg.log_std_max)
+            feat,
+            self.act_dim,
+            hidden,
+            cfg.activation,
+            (cfg.log_std_min, cfg.log_std_max),
+            layer_norm=cfg.actor_layer_norm,
         ).to(self.device)
         self.critic = EnsembleMLP(
             cfg.num_critics, feat + self.act_dim, hidden, 1, cfg.activation, cfg.critic_layer_norm
@@ -136,7 +155,7 @@ class DrQ(Algorithm):
             math.log(cfg.init_alpha), device=self.device, requires_grad=cfg.autotune_alpha
         )
         self.target_entropy = float(
-            cfg.target_entropy if cfg.target_entropy is not None else -self.act_dim
+            cfg.target_entropy if cfg.target_entropy is not None else self.default_target_entropy
         )
         self.shift = RandomShift(cfg.image_pad)
         # The critic's optimiser owns the encoder: only the critic loss trains it.
@@ -343,6 +362,11 @@ class RLPD(DrQ):
                 "without, it trains online only with RLPD's critics and UTD."
             )
         return super().update(batch)
+
+    @property
+    def default_target_entropy(self) -> float:
+        """-dim(A)/2: RLPD's and SERL's SAC default."""
+        return -self.act_dim / 2
 
 
 __all__ = ["RLPD", "DrQ", "DrQConfig", "PixelPolicy", "RLPDConfig"]
