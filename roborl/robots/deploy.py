@@ -90,7 +90,7 @@ def deploy(argv: list[str]) -> int:
     `algo=NAME` instead of `checkpoint=` deploys an algorithm that acts without training
     (`algo=llm llm.model=PATH`); its config composes like `roborl eval algo=llm`.
     """
-    from roborl.core.cli import _algo_prefix_to_algo
+    from roborl.core.cli.common import algo_prefix_to_algo as _algo_prefix_to_algo
     from roborl.robots.transport import split_ros_args
 
     if any(a in ("-h", "--help") for a in argv):
