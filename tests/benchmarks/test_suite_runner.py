@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-import roborl.core.context as context_mod
+import roborl.core.periodic_eval as eval_mod
 from roborl.core.plugins import get_host
 from roborl.core.run_dir import read_metrics
 from roborl.core.runner import Runner
@@ -17,13 +17,13 @@ from roborl.core.runner import Runner
 
 def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **over: Any) -> tuple[dict, list, int]:
     calls = []
-    real = context_mod.evaluate
+    real = eval_mod.evaluate
 
     def counting(*args: Any, **kwargs: Any) -> dict[str, Any]:
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(context_mod, "evaluate", counting)
+    monkeypatch.setattr(eval_mod, "evaluate", counting)
     cfg = {
         "algo": {"name": "sac", "batch_size": 16, "hidden_sizes": [16, 16]},
         "env": {"id": "Pendulum-v1"},
@@ -68,8 +68,8 @@ def test_state_digest_sees_any_weight_change() -> None:
         get_host(), {"name": "sac", "hidden_sizes": [8]}, env.observation_space,
         env.action_space, "cpu",
     )  # fmt: skip
-    before = context_mod.state_digest(algo)
-    assert before is not None and before == context_mod.state_digest(algo)
+    before = eval_mod.state_digest(algo)
+    assert before is not None and before == eval_mod.state_digest(algo)
     with torch.no_grad():
         next(algo.actor.parameters()).view(-1)[0] += 1e-6
-    assert context_mod.state_digest(algo) != before
+    assert eval_mod.state_digest(algo) != before

@@ -12,9 +12,9 @@ from cli_runner import roborl
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from roborl.core.compose import compose_dict
-from roborl.core.context import logger_options
 from roborl.core.errors import ConfigError
 from roborl.core.plugins import get_host
+from roborl.core.run_log import logger_options
 
 TINY = [
     "total_steps=400",

@@ -83,7 +83,7 @@ def deploy(argv: list[str]) -> int:
     `algo=NAME` instead of `checkpoint=` deploys an algorithm that acts without training
     (`algo=llm llm.model=PATH`); its config composes like `roborl eval algo=llm`.
     """
-    from roborl.core.cli import _algo_prefix_to_algo
+    from roborl.core.cli.common import algo_prefix_to_algo
     from roborl.robots.transport.common import split_ros_args
 
     if any(a in ("-h", "--help") for a in argv):
@@ -107,7 +107,7 @@ def deploy(argv: list[str]) -> int:
         return 0
     argv, ros_args = split_ros_args(argv)
     # Composed (and checked) before any ROS traffic starts.
-    opts, cfg = compose_options(_algo_prefix_to_algo(argv), DeployOptions, DEPLOY_CONFIG, "deploy")
+    opts, cfg = compose_options(algo_prefix_to_algo(argv), DeployOptions, DEPLOY_CONFIG, "deploy")
     algo_cfg = cfg.get("algo")
     if not opts.checkpoint and not opts.model and not algo_cfg:
         raise ConfigError(

@@ -1,0 +1,287 @@
+"""`roborl eval`: a checkpoint's, an export folder's or a checkpoint-free algorithm's policy on
+its env, written as a JSON report (and optionally an MP4)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from roborl.core.cli.common import algo_prefix_to_algo, command_options, load_host, wants_help
+from roborl.core.config import rng
+from roborl.core.errors import ConfigError
+from roborl.core.secrets import redact
+
+
+@dataclass
+class EvalOptions:
+    """`roborl eval checkpoint=PATH [episodes=N] ...` (or `algo=NAME` without a checkpoint)."""
+
+    checkpoint: str | None = field(
+        default=None, metadata={"help": "a .pt file or a run directory (its checkpoints/last.pt)"}
+    )
+    episodes: int = field(default=10, metadata=rng(1, 100_000, "evaluation episodes"))
+    seed: int = field(default=0, metadata=rng(0, None, "seed of the first episode"))
+    out: str | None = field(
+        default=None, metadata={"help": "report path (default: RUN_DIR/eval.json, ./eval.json)"}
+    )
+    device: str = field(default="cpu", metadata={"help": "torch device for the policy"})
+    model: str | None = field(
+        default=None,
+        metadata={"help": "a folder written by `roborl export` (safetensors; no unpickling)"},
+    )
+    video: bool = field(
+        default=False,
+        metadata={"help": "record episodes to an MP4 in videos/ beside the report (MuJoCo, EGL)"},
+    )
+    video_episodes: int = field(
+        default=1, metadata=rng(1, 100_000, "with video=true: how many episodes to record")
+    )
+    runtime: str = field(
+        default="torch",
+        metadata={
+            "choices": ["torch", "onnx"],
+            "help": "with model=DIR: onnx runs its policy.onnx with onnxruntime (roborl "
+            "export ... format=onnx; pip install 'roborl[onnx]')",
+        },
+    )
+
+
+EVAL_SECTIONS = ("algo", "env", "robot")
+
+
+def eval_help() -> str:
+    from roborl.core.help import field_lines, section
+
+    return (
+        "usage: roborl eval checkpoint=PATH [episodes=N] [seed=S] [out=PATH] [env.KEY=V ...]\n"
+        "       roborl eval model=DIR ...      (a folder written by roborl export)\n"
+        "       roborl eval model=DIR runtime=onnx ...   (its policy.onnx, onnxruntime)\n"
+        "       roborl eval algo=NAME [algo.KEY=V ...] [env=NAME] ...   (checkpoint-free algos)\n\n"
+        "Deterministic-policy evaluation; writes a JSON report with every episode's return.\n\n"
+        + section("Keys", field_lines(EvalOptions))
+        + "\nConfig overrides: env=NAME / env.KEY=V / robot.KEY=V change the checkpoint's env;\n"
+        "algo=NAME (e.g. algo=llm llm.model=PATH) evaluates an algorithm that acts without\n"
+        "training; its algo.* keys are those of `roborl train algo=NAME --help`."
+    )
+
+
+def cmd_eval(args: list[str]) -> int:
+    import numpy as np
+
+    from roborl.core.algorithms import algorithm_from_checkpoint
+    from roborl.core.checkpoint import atomic_write_json
+    from roborl.core.compose import compose_dict, compose_saved, override_key, parse_overrides
+    from roborl.core.model_dir import algorithm_from_model_dir, is_model_dir
+
+    if wants_help(args):
+        print(eval_help())
+        return 0
+    args = algo_prefix_to_algo(args)
+    opts, rest = command_options(EvalOptions, args, "eval", passthrough=EVAL_SECTIONS)
+    if opts.checkpoint and opts.model:
+        raise ConfigError("roborl eval: give checkpoint=PATH or model=DIR, not both.")
+    if opts.runtime == "onnx" and not opts.model:
+        raise ConfigError(
+            "roborl eval: runtime=onnx runs the policy.onnx of an export folder: give model=DIR "
+            "(written by roborl export ... format=onnx); checkpoint= and algo= run on torch."
+        )
+    if not opts.checkpoint and not opts.model:
+        if any(a.startswith("algo=") for a in rest):
+            return _eval_checkpoint_free(rest, opts)
+        raise ConfigError(
+            "roborl eval: checkpoint=PATH is required (a .pt file or a run directory), or "
+            "model=DIR (a folder written by roborl export), or algo=NAME for an algorithm that "
+            "acts without training (e.g. algo=llm)."
+        )
+    algo_args = [a for a in rest if _key_of(a).split(".")[0].split("/")[0] == "algo"]
+    if algo_args:
+        raise ConfigError(
+            f"roborl eval: {algo_args[0]!r} with checkpoint=: the algorithm and its config come "
+            "from the checkpoint; algo= overrides are for checkpoint-free algorithms (algo=llm)."
+        )
+    host = load_host()
+    policy: Any = None  # runtime=onnx: no algorithm, its policy.onnx alone
+    if opts.model and opts.runtime == "onnx":
+        from roborl.core.onnx_policy import onnx_policy_from_model_dir
+
+        policy, ckpt = onnx_policy_from_model_dir(opts.model)
+    elif opts.model:
+        algo, ckpt = algorithm_from_model_dir(host, opts.model, opts.device)
+    else:
+        assert opts.checkpoint is not None
+        if is_model_dir(opts.checkpoint):
+            raise ConfigError(
+                f"roborl eval: {opts.checkpoint!r} is a folder written by roborl export; load it "
+                f"with model={opts.checkpoint} (checkpoint= takes a .pt file or a run directory)."
+            )
+        algo, ckpt = algorithm_from_checkpoint(host, opts.checkpoint, opts.device)
+    cfg = dict(ckpt.get("config") or {})
+    if rest:
+        groups = [
+            a
+            for a, ov in zip(rest, parse_overrides(rest, "eval"), strict=True)
+            if override_key(ov) in ("env", "robot")
+        ]
+        if groups:  # env=NAME: that option's section replaces the checkpoint's
+            fresh = compose_dict(host, groups, "eval")
+            cfg.update({k: fresh.get(k) for k in ("env", "robot")})
+        cfg = compose_saved(host, cfg, [a for a in rest if a not in groups], "eval")
+    episodes, seed = opts.episodes, opts.seed
+    ckpt_path = Path(ckpt["path"])
+    run_dir = (
+        ckpt_path.parent.parent if ckpt_path.parent.name == "checkpoints" else ckpt_path.parent
+    )
+    # A model folder may be a read-only download: its report goes to the working directory.
+    out = Path(opts.out or ("eval.json" if opts.model else run_dir / "eval.json"))
+    step = (ckpt.get("runner") or {}).get("step")
+    video = _video_path(opts, out, f"eval_step_{step}_seed_{seed}" if step else f"eval_seed_{seed}")
+    if policy is None:
+        policy = algo.policy()
+    result, recorded = _run_eval(host, cfg, policy, opts, video)
+    report = {
+        "checkpoint": None if opts.model else str(ckpt_path),
+        **({"model": str(ckpt_path)} if opts.model else {}),
+        "runtime": opts.runtime,
+        "algo": ckpt["algo"],
+        "env": (cfg.get("env") or {}).get("id"),
+        "episodes": episodes,
+        "seed": seed,
+        "step": step,
+        **({"video": str(recorded[0]), "video_frames": recorded[1]} if recorded else {}),
+        **{k: v for k, v in result.items()},
+    }
+    atomic_write_json(out, report)
+    line = (
+        f"return {result['return_mean']:.2f} +- {result['return_std']:.2f} over {episodes} episodes"
+    )
+    if "cost_mean" in result:
+        line += f", cost {result['cost_mean']:.2f}"
+    if "success_rate" in result:
+        line += f", success {100 * result['success_rate']:.0f}%"
+    print(
+        f"{line} (min {np.min(result['returns']):.2f}, max {np.max(result['returns']):.2f}); wrote {out}"
+    )
+    _print_video(recorded)
+    return 0
+
+
+def _video_path(opts: EvalOptions, out: Path, stem: str) -> Path | None:
+    """`videos/<stem>.mp4` beside the eval report, when `video=true`."""
+    from roborl.core.video import VIDEO_DIR
+
+    return out.parent / VIDEO_DIR / f"{stem}.mp4" if opts.video else None
+
+
+def _run_eval(
+    host: Any, cfg: dict[str, Any], policy: Any, opts: EvalOptions, video: Path | None
+) -> tuple[dict[str, Any], tuple[Path, int] | None]:
+    """Evaluate `policy` on the config's env; with `video`, record the first episodes to it."""
+    from roborl.core.evaluate import evaluate
+
+    env = _eval_env(host, cfg, opts, video)
+    try:
+        result = evaluate(policy.act, env, opts.episodes, seed=opts.seed, reset_policy=policy.reset)
+        recorded = _finish_video(env)
+    finally:
+        env.close()
+    return result, recorded
+
+
+def _eval_env(host: Any, cfg: dict[str, Any], opts: EvalOptions, video: Path | None) -> Any:
+    """The eval env; with `video`, one that renders and records its first episodes there."""
+    from roborl.core.envs import make_env
+    from roborl.core.video import make_recording_env
+
+    if video is None:
+        return make_env(host.registry, cfg, opts.seed)
+    recorder = make_recording_env(host.registry, cfg, opts.seed)
+    recorder.start(video, episodes=min(opts.video_episodes, opts.episodes))
+    return recorder
+
+
+def _finish_video(env: Any) -> tuple[Path, int] | None:
+    from roborl.core.video import EpisodeRecorder
+
+    return env.finish() if isinstance(env, EpisodeRecorder) else None
+
+
+def _print_video(recorded: tuple[Path, int] | None) -> None:
+    if recorded is not None:
+        print(f"video: {recorded[0]} ({recorded[1]} frames)")
+
+
+def compose_checkpoint_free(
+    host: Any, args: Sequence[str], groups: Sequence[str], command: str
+) -> dict[str, Any]:
+    """Compose the run config for an algorithm that acts without a checkpoint (`algo=llm`).
+
+    `args` are `key=value` overrides; only those of `groups` are used. Raises ConfigError when
+    the algorithm learns its weights (it then needs checkpoint=PATH).
+    """
+    from roborl.core.compose import compose_dict
+
+    args = algo_prefix_to_algo(args)
+    name = next((a.split("=", 1)[1] for a in args if a.startswith("algo=")), None)
+    if not name:
+        raise ConfigError(f"roborl {command}: give checkpoint=PATH or algo=NAME.")
+    cls = host.registry.get("algorithms", name)
+    if not cls.checkpoint_free:
+        raise ConfigError(
+            f"roborl {command}: algo={name} learns its weights, so it needs "
+            "checkpoint=PATH; only algorithms that act without training (e.g. algo=llm) can run "
+            "from config alone."
+        )
+    overrides = [a for a in args if _key_of(a).split(".")[0].split("/")[0] in groups]
+    return compose_dict(host, overrides, command)
+
+
+def _key_of(arg: str) -> str:
+    return arg.split("=", 1)[0].lstrip("+~")
+
+
+def _eval_checkpoint_free(args: Sequence[str], opts: EvalOptions) -> int:
+    """Evaluate an algorithm built from config alone (class attribute `checkpoint_free`)."""
+    from roborl.core.algorithms import build_algorithm
+    from roborl.core.checkpoint import atomic_write_json
+    from roborl.core.evaluate import evaluate
+
+    host = load_host()
+    cfg = compose_checkpoint_free(host, args, EVAL_SECTIONS, "eval")
+    episodes, seed = opts.episodes, opts.seed
+    out = Path(opts.out or "eval.json")
+    video = _video_path(opts, out, f"eval_{str(cfg['algo']['name']).replace('/', '-')}_seed_{seed}")
+    env = _eval_env(host, cfg, opts, video)
+    algo = None
+    try:
+        algo = build_algorithm(
+            host, cfg["algo"], env.observation_space, env.action_space, opts.device
+        )
+        policy = algo.policy()
+        result = evaluate(policy.act, env, episodes, seed=seed, reset_policy=policy.reset)
+        recorded = _finish_video(env)
+    finally:
+        env.close()
+        if algo is not None:
+            algo.close()
+    metrics = getattr(policy, "metrics", None)
+    report = {
+        "checkpoint": None,
+        "algo": cfg["algo"]["name"],
+        "algo_config": redact(dict(cfg["algo"])),  # secrets stay out of eval.json
+        "env": (cfg.get("env") or {}).get("id"),
+        "episodes": episodes,
+        "seed": seed,
+        **(metrics() if metrics is not None else {}),
+        **({"video": str(recorded[0]), "video_frames": recorded[1]} if recorded else {}),
+        **dict(result.items()),
+    }
+    atomic_write_json(out, report)
+    print(
+        f"return {result['return_mean']:.2f} +- {result['return_std']:.2f} over {episodes} "
+        f"episodes (min {min(result['returns']):.2f}, max {max(result['returns']):.2f}); "
+        f"wrote {out}"
+    )
+    _print_video(recorded)
+    return 0
