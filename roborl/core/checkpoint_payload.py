@@ -38,12 +38,14 @@ def checkpoint_payload(
     algo: Algorithm,
     cfg: Mapping[str, Any],
     buffer: ReplayBuffer | None,
+    demos: ReplayBuffer | None,
     state: RunState,
     evals: Evaluations,
     elapsed_s: float,
     env_rng: list[Any],
 ) -> dict[str, Any]:
-    """The whole checkpoint: the algorithm, the config, the `runner` section, `buffer` if given."""
+    """The whole checkpoint: the algorithm, the config, the `runner` section, `buffer` and
+    `demo_buffer` (the demos with the interventions a person added) if given."""
     payload = {
         "algo": algo_name,
         "algo_config": redact(config_to_dict(algo_config)),
@@ -56,6 +58,8 @@ def checkpoint_payload(
     }
     if buffer is not None:
         payload["buffer"] = buffer.state_dict()
+    if demos is not None:
+        payload["demo_buffer"] = demos.state_dict()
     return payload
 
 

@@ -12,7 +12,8 @@ properties and changes them only through methods:
   both return, so evaluation and collection never open a second driver); data:
   `load_dataset`; the algorithm: `build_algorithm`, `make_collector`;
 - bookkeeping: `advance(env_steps=, updates=)`, `record_episode`, `log`, `evaluate`,
-  `checkpoint(algo, buffer=)`, `attach` (what an interrupt's final checkpoint saves),
+  `checkpoint(algo, buffer=)`, `attach` (what every checkpoint saves: the algorithm, the
+  buffer, the demo buffer with the interventions it gained),
   `resume(algo, buffer=)`, `finish(algo, buffer=)`, `set_extra`;
 - the schedule: `begin(clock, total)` picks what the schedule counts (env steps or gradient
   updates) and `due("eval" | "checkpoint" | "log")` says when; it is the only schedule;
@@ -25,9 +26,8 @@ loggers (`roborl.core.run_log`), evaluations (`roborl.core.periodic_eval`), the 
 content (`roborl.core.checkpoint_payload`), read-only config views (`roborl.core.readonly`)
 and the progress bar (`roborl.core.progress`).
 
-The design follows the split that torchrl's Trainer/collector and stable-baselines3's
-`OffPolicyAlgorithm` + callbacks make (the loop asks the schedule, it does not keep one), with
-roborl's run-directory contract (metrics.jsonl, checkpoints, summary.json) behind it.
+The design follows torchrl's Trainer/collector and stable-baselines3's `OffPolicyAlgorithm` +
+callbacks (the loop asks the schedule, it does not keep one).
 """
 
 from __future__ import annotations
@@ -98,6 +98,7 @@ class TrainContext:
         self._last_checkpoint: tuple[int, int, str] | None = None
         self._algo: Algorithm | None = None
         self._buffer: ReplayBuffer | None = None
+        self._demos: ReplayBuffer | None = None  # demos= plus the interventions it gained
         self._inputs = RunInputs(host, run, self._cfg)
         self._log = RunLog(host, self._run_dir)
         self._progress = ProgressBar()
@@ -261,10 +262,12 @@ class TrainContext:
         """`dataset=` (or `path`), from the first dataset-source plugin that accepts it."""
         return self._inputs.load_dataset(path, self.algo_name)
 
-    def attach(self, algo: Algorithm, buffer: ReplayBuffer | None = None) -> None:
-        """Name what an interrupted run's final checkpoint must save (algorithm, buffer)."""
-        self._algo = algo
-        self._buffer = buffer
+    def attach(
+        self, algo: Algorithm, buffer: ReplayBuffer | None = None, demos: ReplayBuffer | None = None
+    ) -> None:
+        """Name what checkpoints save: the algorithm and buffer of an interrupted run's final
+        one, and in every one the demo buffer (`demos=` rows and the interventions added)."""
+        self._algo, self._buffer, self._demos = algo, buffer, demos
 
     def set_extra(self, key: str, value: Any) -> None:
         """Keep `value` (tensors, numbers, strings, lists, dicts) in every later checkpoint."""
@@ -375,6 +378,7 @@ class TrainContext:
             algo,
             self._cfg,
             buffer,
+            self._demos,
             self._state,
             self._evals,
             self.elapsed,
@@ -388,11 +392,8 @@ class TrainContext:
         return path
 
     def resume(self, algo: Algorithm, buffer: ReplayBuffer | None = None) -> bool:
-        """Load the resume checkpoint (if any) into `algo`, `buffer`, the counters and RNGs.
-
-        Returns False for a fresh run. Metrics logged after the checkpoint are dropped, since
-        the resumed run logs them again.
-        """
+        """Load the resume checkpoint (if any) into `algo`, the buffers, counters and RNGs;
+        False for a fresh run. Metrics logged after the checkpoint are dropped (logged again)."""
         ckpt = self._resume
         if ckpt is None:
             return False
@@ -402,6 +403,8 @@ class TrainContext:
         restore_runner(self._state, self._evals, r, cls.loop, cls.accepts_pretrained)
         if buffer is not None and "buffer" in ckpt:
             buffer.load_state_dict(ckpt["buffer"])
+        if self._demos is not None and "demo_buffer" in ckpt:
+            self._demos.load_state_dict(ckpt["demo_buffer"])
         truncate_metrics_after(self._run_dir, int(r["step"]), self.updates)
         self._log.reopen_metrics()  # the file was replaced: write to the new one
         self._schedule.realign(self._now())

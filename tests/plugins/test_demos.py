@@ -14,6 +14,7 @@ from cli_runner import roborl
 
 import roborl.core.loops.offpolicy as offpolicy
 from roborl.core.buffer import ReplayBuffer
+from roborl.core.checkpoint import load_checkpoint
 from roborl.core.demos import EXTRAS, add_interventions, load_demo_buffer, sample_mixed
 from roborl.core.errors import DatasetError
 from roborl.core.plugins import PluginHost
@@ -136,6 +137,37 @@ def test_offpolicy_loop_samples_half_demos_and_adds_interventions(tmp_path, monk
     assert len(demo_buf) == 200 + taken  # one 200-step Pendulum episode + the takeovers
     assert bool(demo_buf.extras["intervened"][200 : 200 + taken].all())
     assert not bool(demo_buf.extras["intervened"][:200].any())
+
+
+def test_the_demo_buffer_with_its_interventions_is_checkpointed_and_resumed(tmp_path, monkeypatch):
+    """The takeovers a person added to the demo buffer survive a resume: the checkpoint keeps
+    the demo buffer, and the resumed run continues from it instead of reloading demos= alone."""
+    demos_path = _pendulum_demos(tmp_path / "demos.npz")
+    buffers = []
+
+    def spy_load(*args, **kw):
+        buffers.append(load_demo_buffer(*args, **kw))
+        return buffers[-1]
+
+    monkeypatch.setattr(offpolicy, "load_demo_buffer", spy_load)
+    host = PluginHost()
+    host.load_entry_points()
+    cfg = {
+        "algo": {"name": "sac", "batch_size": 32},
+        "env": {"id": "RoborlTestTakeover-v0"},
+        "total_steps": 60, "learning_starts": 50, "eval_every": 0, "checkpoint_every": 60,
+        "log_every": 60, "progress": False, "demos": str(demos_path), "demo_fraction": 0.5,
+        "logger": {"name": "jsonl"},
+    }  # fmt: skip
+    Runner(cfg, tmp_path / "run", host).execute()
+    last = tmp_path / "run" / "checkpoints" / "last.pt"
+    saved = load_checkpoint(last)["demo_buffer"]
+    assert saved["size"] == 200 + 20  # the 200 demo rows + a takeover every third step
+    assert int(saved["extras"]["intervened"].sum()) == 20
+    Runner({**cfg, "total_steps": 90}, tmp_path / "run", host).execute(resume_from=last)
+    resumed = buffers[-1]
+    assert len(resumed) == 200 + 20 + 10  # restored, then 10 more takeovers in steps 61-90
+    assert int(resumed.extras["intervened"].sum()) == 30
 
 
 class _UprightReward:

@@ -67,7 +67,7 @@ def offpolicy_loop(ctx: TrainContext) -> Algorithm:
         demos = load_demo_buffer(ctx, algo.observation_space, algo.action_space, buffer.capacity)
         fraction = run.demo_fraction
         batch_size, n_step, gamma = cfg.batch_size, cfg.n_step, cfg.gamma
-        ctx.attach(algo, buffer)
+        ctx.attach(algo, buffer, demos)
         ctx.resume(algo, buffer)
         ctx.begin("steps")
         collector.start(algo)
