@@ -1,10 +1,33 @@
-"""Helpers the actor-learner robot tests share (tests/ is on pytest's pythonpath): the JSON
-lines a run writes, whether the actor process still runs, and the actor's training windows."""
+"""Helpers the robot tests share (tests/ is on pytest's pythonpath; a conftest cannot be
+imported under `--import-mode=importlib`): polling for a condition, the JSON lines a run
+writes, whether the actor process still runs, and the actor's training windows."""
 
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+
+def poll_until(predicate: Callable[[], Any], timeout: float, interval: float = 0.02) -> bool:
+    """Call `predicate` every `interval` s until it is true or `timeout` s have passed; returns
+    its last verdict (so `assert not poll_until(...)` checks that something never happens)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return bool(predicate())
+
+
+def wait_until(
+    predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.02
+) -> None:
+    """`poll_until`, failing the test with what it waited for when `timeout` passes."""
+    if not poll_until(predicate, timeout, interval):
+        raise AssertionError(f"timed out waiting for {what}")
 
 
 def jsonl_rows(path: Path) -> list[dict]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from robot_helpers import jsonl_rows, pid_alive, training_windows
+from robot_helpers import jsonl_rows, pid_alive, training_windows, wait_until
 
 from roborl.core.checkpoint import load_checkpoint
 from roborl.robots.nodes.processes import free_port_pair
@@ -77,15 +77,6 @@ def _log(run_dir: Path) -> str:
     return "\nactor.log:\n" + path.read_text()[-3000:] if path.is_file() else ""
 
 
-def _wait(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_actor_learner_end_to_end(ros_env, nodes, tmp_path) -> None:
     """One run's life (one test: each process start costs seconds on a loaded machine):
     the learner's buffer fills with the actor's transitions, the actor's policy takes the
@@ -115,7 +106,12 @@ def test_actor_learner_end_to_end(ros_env, nodes, tmp_path) -> None:
                 and training_windows(rows)[0] >= 4 * RATE_HZ
             )
 
-        _wait(lambda: trained() or learner.poll() is not None, 200, "training at the actor")
+        wait_until(
+            lambda: trained() or learner.poll() is not None,
+            200,
+            "training at the actor",
+            interval=0.2,
+        )
         assert learner.poll() is None, err.read_text()[-3000:] + _log(run_dir)
         actor_pid = int((run_dir / "actor" / "actor.pid").read_text())
         assert actor_pid not in (os.getpid(), learner.pid)  # a process of its own
@@ -151,7 +147,7 @@ def test_actor_learner_end_to_end(ros_env, nodes, tmp_path) -> None:
             later = [r for r in jsonl_rows(stats) if r["time"] > killed_at + 1.0]
             return len(later) >= 2 and later[-1]["steps"] > later[0]["steps"]
 
-        _wait(stepped_after_kill, 30, "actor steps after the learner was killed")
+        wait_until(stepped_after_kill, 30, "actor steps after the learner was killed", interval=0.2)
         # Weights the learner pushed just before it died may still be in the actor's socket
         # at the kill (its stats are a second apart), so the version may move once; from a
         # second after the kill on, the actor acts with one version: its last weights.
@@ -162,7 +158,12 @@ def test_actor_learner_end_to_end(ros_env, nodes, tmp_path) -> None:
 
         # learner_timeout_s (5 s by default) without a heartbeat: the actor holds the robot
         # and exits on its own; it does not move the robot again by itself.
-        _wait(lambda: not pid_alive(actor_pid), 60, "the actor to stop without its learner")
+        wait_until(
+            lambda: not pid_alive(actor_pid),
+            60,
+            "the actor to stop without its learner",
+            interval=0.2,
+        )
         log = (run_dir / "actor" / "actor.log").read_text()
         assert '"event": "actor_learner_lost"' in log, _log(run_dir)
 
@@ -185,7 +186,7 @@ def test_actor_learner_end_to_end(ros_env, nodes, tmp_path) -> None:
         }
         assert max(r["weights_version"] for r in jsonl_rows(stats)) > version_at_kill
         # The resumed learner's orderly end stopped the actor it started.
-        _wait(lambda: not pid_alive(new_pid), 40, "the new actor to stop")
+        wait_until(lambda: not pid_alive(new_pid), 40, "the new actor to stop", interval=0.2)
         actor_pid = new_pid
     finally:
         if learner.poll() is None:

@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 import torch
 import zmq
+from robot_helpers import wait_until
 
 from roborl.core.errors import ConfigError
 from roborl.core.loops.collectors import Chunk
@@ -50,14 +51,6 @@ ROBOT = {
     "reset": {"mode": "wait", "wait_s": 0.0},
 }
 HANG_GUARD_S = 60.0
-
-
-def _wait(predicate, what: str, timeout: float = HANG_GUARD_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 def _spaces():
@@ -148,16 +141,20 @@ def test_rogue_peers_get_nothing_in_and_no_weights_out(tmp_path: Path) -> None:
                 except zmq.Again:
                     break
         actor_push.send_multipart([wire.CHUNK, wire.encode_chunk(_chunk(reward=1.0), 0)])
-        _wait(
+        wait_until(
             lambda: collector._receive(0.05) is not None and 1.0 in _received_rewards(collector),
+            HANG_GUARD_S,
             "the pinned actor's chunk",
+            interval=0.01,
         )
-        _wait(
+        wait_until(
             lambda: (
                 collector._receive(0.05) is not None
                 and collector.counters()["actor/rejected_peers"] >= 2
             ),
+            HANG_GUARD_S,
             "both rogues refused",
+            interval=0.01,
         )
 
         def weights_at_actor() -> bool:
@@ -167,7 +164,7 @@ def test_rogue_peers_get_nothing_in_and_no_weights_out(tmp_path: Path) -> None:
                 return frames[0] == wire.WEIGHTS
             return False
 
-        _wait(weights_at_actor, "weights at the pinned actor")
+        wait_until(weights_at_actor, HANG_GUARD_S, "weights at the pinned actor", interval=0.01)
         for _ in range(10):  # more pushes while the rogues keep trying
             collector._publish(algo)
             collector._receive(0.05)
@@ -292,12 +289,14 @@ def test_a_thousand_bad_frames_leave_the_learner_running_with_exact_counters(
     try:
         for frames in messages:
             push.send_multipart(frames)
-        _wait(
+        wait_until(
             lambda: (
                 collector._receive(0.05) is not None
                 and sum(len(c) for c, _ in collector.pending) >= valid
             ),
+            HANG_GUARD_S,
             "the valid chunks among the bad ones",
+            interval=0.01,
         )
         counters = collector.counters()
         assert {k: int(counters[f"actor/dropped_{k}"]) for k in wire.DROP_REASONS} == expected
@@ -317,7 +316,12 @@ def test_a_thousand_bad_frames_leave_the_learner_running_with_exact_counters(
             collector._receive(0.1)
             return 5.0 in _received_rewards(collector)
 
-        _wait(delivered_after_cut, "a chunk after libzmq cut the oversized peer")
+        wait_until(
+            delivered_after_cut,
+            HANG_GUARD_S,
+            "a chunk after libzmq cut the oversized peer",
+            interval=0.01,
+        )
         assert collector.counters()["actor/disconnects"] >= 1
         assert collector.status is not None and collector.status["metrics"] == {"rate_hz": 50.0}
     finally:

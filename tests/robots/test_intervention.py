@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from robot_helpers import wait_until
 
 from roborl.core.envs import SharedEnv
 from roborl.core.errors import ConfigError
@@ -100,13 +101,6 @@ def _cfg(kind: str, intervention: dict, **extra: Any) -> dict:
     }
 
 
-def _wait_for(predicate: Any, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting for ROS 2 traffic"
-        time.sleep(0.02)
-
-
 def _expect_rate_limited(last: np.ndarray, target: np.ndarray) -> np.ndarray:
     clamped = np.clip(target, -1.0, 1.0)
     return np.clip(clamped, last - MAX_DELTA, last + MAX_DELTA)
@@ -120,7 +114,7 @@ def test_joy_button_forwards_the_human_command_clamped_and_rate_limited(ros_env)
     intervention = {"topic": "/joy", "type": "joy", "axes": [3, 1], "scale": [1.0, -1.0]}
     env = RobotEnv(_cfg("rclpy", {**intervention, "button": 2, "timeout_s": 0.5}))
     try:
-        _wait_for(lambda: env.teleop.received > 0)
+        wait_until(lambda: env.teleop.received > 0, 60.0, "ROS 2 traffic")
         env.reset()
         policy = np.array([-0.9, -0.9], np.float32)
         human = np.array([0.5, 2.5])  # axis 3, then -axis 1: beyond the limit on action 1
@@ -134,22 +128,22 @@ def test_joy_button_forwards_the_human_command_clamped_and_rate_limited(ros_env)
         np.testing.assert_allclose(last, [0.5, 1.0])  # clamped to the joint limit
         assert env.safety.interventions["human"] == 5
         # The robot received exactly those commands.
-        _wait_for(lambda: len(robot.commands) >= 5)
+        wait_until(lambda: len(robot.commands) >= 5, 60.0, "ROS 2 traffic")
         np.testing.assert_allclose(robot.commands[-1], [0.5, 1.0])
         assert all(np.all(np.abs(c) <= 1.0) for c in robot.commands)
 
         # Button released: the policy drives again, from where the person left the robot.
         joy.message = msgs.Joy(axes=[0.0, -2.5, 0.0, 0.5], buttons=[0, 0, 0])
-        _wait_for(lambda: env.teleop.command() is None)
+        wait_until(lambda: env.teleop.command() is None, 60.0, "ROS 2 traffic")
         _, _, _, _, info = env.step(policy)
         assert info["intervened"] is False
         np.testing.assert_allclose(info["executed_action"], _expect_rate_limited(last, policy))
 
         # A teleop that falls silent stops intervening after timeout_s, even mid-press.
         joy.message = msgs.Joy(axes=[0.0, 0.0, 0.0, 0.5], buttons=[0, 0, 1])
-        _wait_for(lambda: env.teleop.command() is not None)
+        wait_until(lambda: env.teleop.command() is not None, 60.0, "ROS 2 traffic")
         joy.on.clear()
-        _wait_for(lambda: env.teleop.command() is None)
+        wait_until(lambda: env.teleop.command() is None, 60.0, "ROS 2 traffic")
         _, _, _, _, info = env.step(policy)
         assert info["intervened"] is False
     finally:
@@ -170,7 +164,9 @@ def test_twist_any_nonzero_input_intervenes(ros_env) -> None:
     }
     env = RobotEnv(_cfg("dds", intervention))
     try:
-        _wait_for(lambda: env.teleop.received > 0)  # a zero Twist: present, not intervening
+        wait_until(
+            lambda: env.teleop.received > 0, 60.0, "ROS 2 traffic"
+        )  # a zero Twist: present, not intervening
         env.reset()
         policy = np.array([0.2, -0.2], np.float32)
         _, _, _, _, info = env.step(policy)
@@ -178,11 +174,13 @@ def test_twist_any_nonzero_input_intervenes(ros_env) -> None:
         np.testing.assert_allclose(info["executed_action"], policy, atol=1e-6)
         # Inside the deadzone (stick noise) is still not an intervention.
         twist.message = msgs.Twist(linear=msgs.Vector3(x=0.01), angular=msgs.Vector3(z=-0.01))
-        _wait_for(lambda: env.teleop.received > 5 and env.teleop._command[0] != 0.0)
+        wait_until(
+            lambda: env.teleop.received > 5 and env.teleop._command[0] != 0.0, 60.0, "ROS 2 traffic"
+        )
         _, _, _, _, info = env.step(policy)
         assert info["intervened"] is False
         twist.message = msgs.Twist(linear=msgs.Vector3(x=0.1), angular=msgs.Vector3(z=-0.15))
-        _wait_for(lambda: env.teleop.command() is not None)
+        wait_until(lambda: env.teleop.command() is not None, 60.0, "ROS 2 traffic")
         _, _, _, _, info = env.step(policy)
         assert info["intervened"] is True
         np.testing.assert_allclose(info["executed_action"], [0.2, -0.3], atol=1e-6)
@@ -208,7 +206,7 @@ def test_robot_collector_stores_the_executed_action_and_the_flag(ros_env) -> Non
     )
     collector = RobotCollector(ctx)  # type: ignore[arg-type]
     try:
-        _wait_for(lambda: env.unwrapped.teleop.received > 0)
+        wait_until(lambda: env.unwrapped.teleop.received > 0, 60.0, "ROS 2 traffic")
         collector.start(None)  # type: ignore[arg-type]
         taken_over = collector.collect(None, random=True)  # type: ignore[arg-type]
         assert len(taken_over) == 6
@@ -217,7 +215,7 @@ def test_robot_collector_stores_the_executed_action_and_the_flag(ros_env) -> Non
         np.testing.assert_allclose(taken_over.actions, np.tile([0.7, -0.4], (6, 1)), atol=1e-6)
 
         joy.on.clear()
-        _wait_for(lambda: env.unwrapped.teleop.command() is None)
+        wait_until(lambda: env.unwrapped.teleop.command() is None, 60.0, "ROS 2 traffic")
         own = collector.collect(None, random=True)  # type: ignore[arg-type]
         assert not own.extras["intervened"].any()
         # Uniform random proposals, executed as proposed: not the person's last command.

@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 import pytest
+from robot_helpers import poll_until
 
 from roborl.core.errors import ConfigError, RobotError
 from roborl.robots.env.robot_env import RobotEnv
@@ -71,12 +72,6 @@ class PositionRobot:
         self.t.close()
 
 
-def _wait_for(predicate, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate() and time.monotonic() < deadline:
-        time.sleep(0.02)
-
-
 def test_move_home_is_a_rate_limited_path_and_holds_never_command_zero(ros_env) -> None:
     robot = PositionRobot()
     env = RobotEnv(_cfg())
@@ -84,7 +79,7 @@ def test_move_home_is_a_rate_limited_path_and_holds_never_command_zero(ros_env) 
         # hold=last starts from the measured pose: a hold now must not move the arm. (Repeat
         # until the robot's reader has matched our writer: volatile QoS drops earlier samples.)
         np.testing.assert_allclose(env.safety.hold_command(), START)
-        _wait_for(lambda: env.driver.stop(env.safety.hold_command()) or robot.commands)
+        poll_until(lambda: env.driver.stop(env.safety.hold_command()) or robot.commands, 30.0)
         np.testing.assert_allclose(robot.commands[-1], START)
         robot.commands.clear()
         obs, _ = env.reset()
@@ -98,7 +93,7 @@ def test_move_home_is_a_rate_limited_path_and_holds_never_command_zero(ros_env) 
         assert len(path) >= (0.8 / MAX_DELTA)  # 0.8 rad at 0.05 per step: at least 16 commands
         sent = len(robot.commands)
         env.close()
-        _wait_for(lambda: len(robot.commands) > sent)
+        poll_until(lambda: len(robot.commands) > sent, 30.0)
         np.testing.assert_allclose(robot.commands[-1], HOME)  # final stop holds, never zeros
     finally:
         env.close()

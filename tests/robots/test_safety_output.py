@@ -7,10 +7,10 @@ timing assertions."""
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 import pytest
+from robot_helpers import poll_until
 
 from roborl.core.errors import RobotError
 from roborl.robots.env.safety import SafetyConfig, SafetyLayer
@@ -40,15 +40,6 @@ def layer(max_policy_time_s: float = 0.5, hold: str = "zero") -> tuple[SafetyLay
     safety.bind_output(out)
     safety.enable()
     return safety, out
-
-
-def wait_for(pred, timeout: float = 30.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.005)
-    return pred()
 
 
 def test_estop_sends_the_hold_at_once_and_nothing_after() -> None:
@@ -101,13 +92,13 @@ def test_supervisor_holds_when_the_loop_goes_silent() -> None:
     safety.start_supervisor(0.01)
     try:
         assert safety.emit(np.array([0.8, -0.8]))
-        assert wait_for(lambda: out.sent[-1] == HOLD), out.sent
+        assert poll_until(lambda: out.sent[-1] == HOLD, 30.0, 0.005), out.sent
         assert safety.interventions["watchdog_supervisor"] == 1
         n = len(out.sent)
         # The stall goes on: still one hold, not a stream of them.
-        assert not wait_for(lambda: len(out.sent) > n, timeout=0.3)
+        assert not poll_until(lambda: len(out.sent) > n, 0.3, 0.005)
         assert safety.emit(np.array([0.1, 0.1]))  # the loop is back: commands flow again
-        assert wait_for(lambda: safety.interventions["watchdog_supervisor"] == 2)
+        assert poll_until(lambda: safety.interventions["watchdog_supervisor"] == 2, 30.0, 0.005)
     finally:
         safety.stop_supervisor()
 
@@ -117,6 +108,6 @@ def test_supervisor_stays_quiet_while_disabled_or_estopped() -> None:
     safety.disable("inactive", hold=False)
     safety.start_supervisor(0.005)
     try:
-        assert not wait_for(lambda: out.sent, timeout=0.3)
+        assert not poll_until(lambda: out.sent, 0.3, 0.005)
     finally:
         safety.stop_supervisor()
