@@ -9,7 +9,7 @@ included), is logged with its reason, counted in ``llm/invalid_rate`` and replac
 ``llm.on_invalid``:
 
 - ``hold`` (default): for a Box action space an all-NaN action. It is not a command: the robot
-  safety layer (`roborl.robots.safety.SafetyLayer.filter`) turns any non-finite action into its
+  safety layer (`roborl.robots.env.safety.SafetyLayer.filter`) turns any non-finite action into its
   configured hold command and counts it (``nonfinite``), so `roborl deploy`, `RobotEnv` and
   `roborl sim-robot` hold. Without a safety layer (a plain Gymnasium sim env) a NaN action
   reaches the simulator: use ``fallback`` there. A Discrete space has no NaN; its hold is
