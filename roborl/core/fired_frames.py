@@ -62,12 +62,17 @@ class FiredFrames:
         """Write what is held as one part (nothing when empty)."""
         if not self._success:
             return
-        self.directory.mkdir(parents=True, exist_ok=True)
         arrays = {f"frames/{k}": np.stack(v) for k, v in self._frames.items()}
         arrays["env_success"] = np.asarray(self._success, np.int8)
-        final = self.directory / f"{self._prefix}-{next(self._parts):05d}.npz"
-        tmp = final.with_name(final.name + ".tmp")
-        with open(tmp, "wb") as fh:
-            np.savez_compressed(fh, **arrays)
-        os.replace(tmp, final)
+        save_npz_atomic(self.directory / f"{self._prefix}-{next(self._parts):05d}.npz", arrays)
         self._frames, self._success = {}, []
+
+
+def save_npz_atomic(path: Path, arrays: dict[str, np.ndarray]) -> Path:
+    """A compressed NPZ written under a temporary name and renamed: never half-written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        np.savez_compressed(fh, **arrays)
+    os.replace(tmp, path)
+    return path

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from roborl.core.errors import DatasetError
+from roborl.core.fired_frames import save_npz_atomic
 
 
 def load_fired(directory: str | Path) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -70,12 +71,7 @@ def write_labelled(frames: dict[str, np.ndarray], path: Path) -> Path:
     n = len(next(iter(frames.values())))
     arrays: dict[str, Any] = {f"frames/{k}": v for k, v in frames.items()}
     arrays["labels"] = np.zeros(n, np.uint8)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        np.savez_compressed(fh, **arrays)
-    tmp.replace(path)
-    return path
+    return save_npz_atomic(path, arrays)
 
 
 def false_positive_rate(model_path: str | Path, frames: dict[str, np.ndarray]) -> float:
