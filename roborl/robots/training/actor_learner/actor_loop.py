@@ -189,9 +189,9 @@ class Actor:
             )  # fmt: skip
         elif version != self.version:
             self.algo.load_state_dict(wire.merged_state(self.algo.state_dict(), tensors))
-            self.version = version
             self.digest = self._digest()
             self.totals["weight_loads"] += 1
+            self.version = version  # last: a reader that sees the version sees the rest
         return time.perf_counter() - t0
 
     def _silent_s(self) -> float:
