@@ -24,7 +24,17 @@ from roborl.core.plugins import PluginHost
 from roborl.core.spaces import space_from_dict
 
 RUN_KEYS = {f for f in RunConfig.__dataclass_fields__}
-SECTION_KEYS = {"algo", "env", "robot", "logger", "plugins", "hydra", "ray", "actor_learner"}
+SECTION_KEYS = {
+    "algo",
+    "env",
+    "robot",
+    "logger",
+    "plugins",
+    "hydra",
+    "ray",
+    "actor_learner",
+    "scripted_person",
+}
 REMOVED_KEYS = {
     "max_episode_steps": "it was never read; set env.max_episode_steps to cap episode length",
 }

@@ -184,7 +184,13 @@ def make_vec_env(
         makers = [robot_factory(registry, cfg["robot"])]
     else:
         makers = [env_factory(registry, cfg["env"])] * num_envs
-    with_stats = [_with_episode_statistics(with_learned_reward(registry, cfg, m)) for m in makers]
+    makers = [with_learned_reward(registry, cfg, m) for m in makers]
+    if cfg.get("scripted_person") not in (None, False):
+        # Training envs only: evaluation (`make_env`) runs the policy without the person.
+        from roborl.sim.scripted_person import with_scripted_person
+
+        makers = [with_scripted_person(cfg, m) for m in makers]
+    with_stats = [_with_episode_statistics(m) for m in makers]
     if mode != "async" and num_envs == 1:
         return SingleEnvVector(with_stats[0])
     vec_cls = gym.vector.AsyncVectorEnv if mode == "async" else gym.vector.SyncVectorEnv

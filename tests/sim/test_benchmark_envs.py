@@ -20,10 +20,15 @@ from roborl.core.envs import env_factory
 from roborl.core.errors import ConfigError
 from roborl.core.plugins import PluginHost, get_host
 from roborl.sim import benchmarks
-from roborl.sim.benchmarks import DMC_TASKS, FETCH_TASKS
+from roborl.sim.benchmarks import DMC_TASKS, FETCH_TASKS, PIXEL_TASKS
 
 ROOT = Path(__file__).resolve().parents[2]
-PRESETS = sorted(p.stem for p in (ROOT / "roborl/sim/benchmarks/configs/env").glob("*.yaml"))
+PIXEL_PRESETS = sorted(f"fetch_{task}_pixels" for task in PIXEL_TASKS)
+PRESETS = sorted(
+    p.stem
+    for p in (ROOT / "roborl/sim/benchmarks/configs/env").glob("*.yaml")
+    if p.stem not in PIXEL_PRESETS  # camera Dicts, tested in tests/sim/test_fetch_pixels.py
+)
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +38,9 @@ def host() -> PluginHost:
 
 def test_every_named_task_has_a_preset_and_a_registered_name(host: PluginHost) -> None:
     assert sorted([*FETCH_TASKS, *DMC_TASKS]) == PRESETS
+    for name in PIXEL_PRESETS:
+        assert (ROOT / f"roborl/sim/benchmarks/configs/env/{name}.yaml").exists()
+        assert name in host.registry.envs
     for short, gym_id in {**FETCH_TASKS, **DMC_TASKS}.items():
         assert short in host.registry.envs and gym_id in host.registry.envs
 

@@ -37,7 +37,10 @@ STEP_INFO_FIELDS = ("cost",)
 STEP_INFO_EXTRAS = ("intervened",)
 """Boolean per-step info fields that go into `Chunk.extras` when an env reports them
 (a robot env reports `intervened` when a person took over)."""
-_STEP_INFO_KEYS = frozenset({*STEP_INFO_FIELDS, *STEP_INFO_EXTRAS})
+EXECUTED_ACTION = "executed_action"
+"""Info field of an env where something other than the policy may act (a person's teleop):
+the action actually executed, which is the one stored."""
+_STEP_INFO_KEYS = frozenset({*STEP_INFO_FIELDS, *STEP_INFO_EXTRAS, EXECUTED_ACTION})
 """What `VectorCollector` reads from the infos of a step that ends no episode."""
 
 
@@ -166,6 +169,21 @@ def step_extras(infos: dict[str, Any], done: np.ndarray) -> dict[str, np.ndarray
     return out
 
 
+def executed_actions(infos: dict[str, Any], done: np.ndarray, actions: np.ndarray) -> np.ndarray:
+    """`actions` with each env's `executed_action` where its info reports one (the step's own
+    info, from `final_info` on a step that ended the episode)."""
+    final = infos.get("final_info") if done.any() else None
+    out = None
+    for i in range(len(done)):
+        source = final if done[i] and final and EXECUTED_ACTION in final else infos
+        mask = source.get(f"_{EXECUTED_ACTION}")
+        if EXECUTED_ACTION not in source or (mask is not None and not mask[i]):
+            continue
+        out = np.array(actions, copy=True) if out is None else out
+        out[i] = source[EXECUTED_ACTION][i]
+    return actions if out is None else out
+
+
 def _has_extras(infos: dict[str, Any]) -> bool:
     return any(key in infos for key in STEP_INFO_EXTRAS)
 
@@ -223,6 +241,7 @@ class VectorCollector(Collector):
             and isinstance(self.observation_space, gym.spaces.Box)
         )
         self._burst = 1
+        self._intervened = self._extras_steps = 0
         # A `SingleEnvVector` batches only the info keys read below on ordinary steps.
         lean = isinstance(self.envs, SingleEnvVector)
         self._step_kwargs = {"info_keys": _STEP_INFO_KEYS} if lean else {}
@@ -280,6 +299,8 @@ class VectorCollector(Collector):
         )
         done = np.logical_or(terminated, truncated)
         self._ended = bool(done.any())
+        if EXECUTED_ACTION in infos or self._ended:  # a person may have acted instead
+            actions = executed_actions(infos, done, actions)
         if self._ended:
             chunk = Chunk(
                 obs=self.obs,
@@ -303,7 +324,18 @@ class VectorCollector(Collector):
                 extras=step_extras(infos, done) if _has_extras(infos) else {},
             )
         self.obs = next_obs
+        if "intervened" in chunk.extras:
+            self._intervened += int(chunk.extras["intervened"].sum())
+            self._extras_steps += len(chunk)
         return chunk
+
+    def metrics(self) -> dict[str, float]:
+        """The share of steps a person took over since the last log (envs that report it)."""
+        if not self._extras_steps:
+            return {}
+        rate = self._intervened / self._extras_steps
+        self._intervened = self._extras_steps = 0
+        return {"train/intervention_rate": rate}
 
     def close(self) -> None:
         self.envs.close()

@@ -53,6 +53,16 @@ class DrQConfig(SoftActorCriticConfig):
     feature_dim: int = field(default=50, metadata=rng(1, None, "trunk features per camera"))
     conv_channels: int = field(default=32, metadata=rng(1, None, "channels of each conv"))
     conv_layers: int = field(default=4, metadata=rng(1, 16, "3x3 conv layers (first stride 2)"))
+    pretrained_encoder: str | None = field(
+        default=None,
+        metadata={
+            "help": "a success classifier (roborl reward train) whose conv net becomes the "
+            "frozen encoder (needs conv_channels=32 conv_layers=4 conv_strided=3)"
+        },
+    )
+    conv_strided: int = field(
+        default=1, metadata=rng(1, 16, "leading conv layers with stride 2 (DrQ-v2: 1)")
+    )
     image_pad: int = field(
         default=4, metadata=rng(0, 64, "random-shift padding in pixels; 0 = no augmentation")
     )
@@ -74,6 +84,11 @@ class DrQConfig(SoftActorCriticConfig):
             raise ConfigError(
                 f"algo.critic_subsample={self.critic_subsample} exceeds algo.num_critics="
                 f"{self.num_critics}; choose at most num_critics (or null for all)."
+            )
+        if self.conv_strided > self.conv_layers:
+            raise ConfigError(
+                f"algo.conv_strided={self.conv_strided} exceeds algo.conv_layers="
+                f"{self.conv_layers}: at most every layer can have stride 2."
             )
         if self.batch_size < self.critic_steps:
             raise ConfigError(

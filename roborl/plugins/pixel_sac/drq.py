@@ -73,6 +73,10 @@ Deviations (each a config value where it is one):
   algo.backup_entropy=true algo.init_alpha=1.0` for it.
 - algo=serl: SERL's frozen pretrained ResNet-10 encoder is not available (no weights can be
   downloaded here); the encoder is DrQ-v2's conv net trained by the critic, as in algo=rlpd.
+  `algo.pretrained_encoder=CLASSIFIER` is the frozen-encoder variant with weights made here:
+  the conv net of a success classifier trained on the task's frames (`roborl reward train`;
+  supervised on success labels, where SERL's ResNet is pre-trained on ImageNet), frozen, with
+  the Linear/LayerNorm/tanh trunk still trained by the critic.
 - No dropout in the critics (some SERL launch configs add 0.1, as DroQ), PyTorch's default
   initialisation instead of orthogonal/Xavier.
 - The actor step reuses the last minibatch's features, computed before that minibatch's
@@ -101,7 +105,12 @@ from roborl.core.interfaces import Algorithm, Batch, Policy
 from roborl.core.nn import ActionScaler, EnsembleMLP, TanhGaussianActor, polyak_update
 from roborl.core.obs import to_torch
 from roborl.plugins.pixel_sac.config import DrQConfig, RLPDConfig
-from roborl.plugins.pixel_sac.encoder import ObsEncoder, RandomShift, require_pixel_space
+from roborl.plugins.pixel_sac.encoder import (
+    ObsEncoder,
+    RandomShift,
+    load_pretrained_conv,
+    require_pixel_space,
+)
 from roborl.plugins.pixel_sac.policy import PixelActorGraph, PixelPolicy
 
 log = logging.getLogger(__name__)
@@ -133,9 +142,11 @@ class DrQ(Algorithm):
         cfg = config
         self.act_dim = int(np.prod(action_space.shape))
         self.scaler = ActionScaler(action_space, self.device)
-        self.encoder = ObsEncoder(space, cfg.feature_dim, cfg.conv_channels, cfg.conv_layers).to(
-            self.device
-        )
+        self.encoder = ObsEncoder(
+            space, cfg.feature_dim, cfg.conv_channels, cfg.conv_layers, cfg.conv_strided
+        ).to(self.device)
+        if cfg.pretrained_encoder:
+            load_pretrained_conv(self.encoder, cfg.pretrained_encoder)
         feat = self.encoder.out_dim
         hidden = list(cfg.hidden_sizes)
         self.actor = TanhGaussianActor(

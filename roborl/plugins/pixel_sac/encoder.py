@@ -84,11 +84,13 @@ class RandomShift(nn.Module):
         return both[:, :c], both[:, c:]
 
 
-def conv_net(in_channels: int, channels: int, layers: int) -> nn.Sequential:
-    """DrQ-v2's conv stack: 3x3 convs, stride 2 then 1, ReLU after each."""
+def conv_net(in_channels: int, channels: int, layers: int, strided: int = 1) -> nn.Sequential:
+    """DrQ-v2's conv stack: 3x3 convs, stride 2 then 1, ReLU after each; `strided` > 1 gives
+    that many leading layers stride 2 (a cheaper net: each one quarters the next layers' cost)."""
     mods: list[nn.Module] = []
     for i in range(layers):
-        mods += [nn.Conv2d(in_channels if i == 0 else channels, channels, 3, 2 if i == 0 else 1)]
+        stride = 2 if i < strided else 1
+        mods += [nn.Conv2d(in_channels if i == 0 else channels, channels, 3, stride)]
         mods += [nn.ReLU()]
     return nn.Sequential(*mods, nn.Flatten())
 
@@ -107,6 +109,7 @@ class ObsEncoder(nn.Module):
         feature_dim: int = 50,
         channels: int = 32,
         layers: int = 4,
+        strided: int = 1,
     ) -> None:
         super().__init__()
         self.image_keys = image_keys(space)
@@ -117,7 +120,7 @@ class ObsEncoder(nn.Module):
             shape = space[key].shape  # (H, W, C) or (k, H, W, C)
             h, w, c = shape[-3:]
             k = shape[0] if len(shape) == 4 else 1
-            conv = conv_net(k * c, channels, layers)
+            conv = conv_net(k * c, channels, layers, strided)
             with torch.no_grad():
                 n = conv(torch.zeros(1, k * c, h, w)).shape[1]
             self.convs[key] = conv
@@ -158,3 +161,36 @@ def require_pixel_space(space: gym.Space, algo: str) -> gym.spaces.Dict:
                 "entries must be Box spaces (they are concatenated to the image features)."
             )
     return space
+
+
+def load_pretrained_conv(encoder: ObsEncoder, path: str) -> None:
+    """Copy a success classifier's conv net (`roborl reward train`, trained here on the task's
+    own camera frames) into `encoder`'s conv for its one camera, and freeze it: SERL's frozen
+    pretrained encoder, with weights that need no download. The layout must match: the
+    classifier's is 4 layers of 32 channels, the first 3 with stride 2 (`conv_channels=32
+    conv_layers=4 conv_strided=3`)."""
+    from roborl.plugins.rewards.classifier import load
+
+    where = f"algo.pretrained_encoder={path!r}"
+    if len(encoder.image_keys) != 1:
+        raise ConfigError(
+            f"{where}: a classifier's conv net fits one camera; this observation has "
+            f"{len(encoder.image_keys)} ({', '.join(encoder.image_keys)})."
+        )
+    source = load(path).net.conv
+    target = encoder.convs[encoder.image_keys[0]]
+
+    def strides(net: nn.Module) -> list[tuple[int, ...]]:
+        return [tuple(m.stride) for m in net.modules() if isinstance(m, nn.Conv2d)]
+
+    try:
+        if strides(source) != strides(target):  # same weight shapes, another net
+            raise RuntimeError(f"strides {strides(source)} vs the encoder's {strides(target)}")
+        target.load_state_dict(source.state_dict())
+    except RuntimeError as exc:
+        raise ConfigError(
+            f"{where}: the classifier's conv net does not fit the encoder (set "
+            "algo.conv_channels=32 algo.conv_layers=4 algo.conv_strided=3, and the camera's "
+            f"size and channels the classifier was trained on): {' '.join(str(exc).split())[:300]}"
+        ) from None
+    target.requires_grad_(False)

@@ -3,6 +3,9 @@
 - Gymnasium-Robotics' Fetch arm tasks (`FETCH_TASKS`): a 7-DoF arm with a 4-D end-effector
   action (dx, dy, dz, gripper), HIL-SERL's action space and the usual manipulation benchmark.
   Observations are a goal Dict (``observation``, ``achieved_goal``, ``desired_goal``).
+- The same Fetch tasks from a camera plus proprioception (``fetch_push_pixels``,
+  ``fetch_reach_pixels``; `fetch_pixels.py`), with a scripted expert for demos and for the
+  scripted person of human-in-the-loop runs.
 - DeepMind Control Suite tasks (`DMC_TASKS`) through Shimmy, Farama's maintained Gymnasium
   wrapper of dm_control. Observations are a Dict of named state readings.
 
@@ -44,6 +47,10 @@ DMC_TASKS = {
     "dmc_cheetah_run": "dm_control/cheetah-run-v0",
 }
 """Short name -> Shimmy's id of the dm_control suite task (1000 steps, reward in [0, 1])."""
+
+PIXEL_TASKS = ("push", "reach")
+"""Fetch tasks also served from a camera plus proprioception (`fetch_push_pixels`; HIL-SERL's
+setting, `fetch_pixels.py`)."""
 
 MISMATCH_FROM = (3, 12)
 """The first MuJoCo (major, minor) on which Gymnasium-Robotics 1.4.2's Fetch fails
@@ -112,7 +119,15 @@ def benchmark_env_factories() -> dict[str, Callable[..., gym.Env]]:
         envs[dense] = partial(make_fetch, dense)
     for short, gym_id in DMC_TASKS.items():
         envs[short] = envs[gym_id] = partial(make_dmc, gym_id)
+    for task in PIXEL_TASKS:
+        envs[f"fetch_{task}_pixels"] = partial(_fetch_pixels, task)
     return envs
+
+
+def _fetch_pixels(task: str, **kwargs: Any) -> gym.Env:
+    from roborl.sim.benchmarks.fetch_pixels import make_fetch_pixels
+
+    return make_fetch_pixels(task, **kwargs)
 
 
 @hookimpl

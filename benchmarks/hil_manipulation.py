@@ -1,0 +1,319 @@
+"""HIL-SERL's recipe on a standard manipulation benchmark (issue 33): FetchPush from pixels.
+
+Task: Gymnasium-Robotics' FetchPush-v4 (MuJoCo 3.3.7; the Fetch envs fail on MuJoCo >= 3.12,
+and dm_control's Jaco lift task costs ~57 ms a step here against Fetch's ~13 ms), served by
+`env=fetch_push_pixels`: a camera over the table plus proprioception and the goal, the 4-D
+end-effector action (dx, dy, dz, gripper), episodes ending on success or after 50 steps.
+
+The recipe, every piece roborl's own:
+1. `roborl demos record policy=expert`: `--demos` successful scripted demonstrations, and
+   `--classifier-episodes` noisy-expert episodes as labelled frames for the classifier;
+2. `roborl reward train`: the success classifier (held-out TPR/TNR at the threshold used),
+   then SERL's hard-negative round: a probe run saves the frames the classifier fired on, and
+   `roborl reward relabel` retrains with the false ones as negatives (`hard_negatives`);
+3. the arms, each `roborl train` with the classifier as the ONLY reward
+   (`reward=classifier reward.consecutive=2`), `demos=` with RLPD's 50/50 batches:
+   - `rlpd_hil`: algo=rlpd + demos + the scripted person (`scripted_person=`: scripted-human's
+     drift rule and Joy messages decoded by the robot's teleop channel code);
+   - `rlpd`: algo=rlpd + demos, nobody intervening;
+   - `bc_hil`: algo=pixel_bc (HG-DAgger: BC on demos + the person's interventions).
+   The two RLPD arms run through `roborl compare` (AdaStop, metric = policy-only success), so
+   the decision "interventions beat no interventions at equal robot time" is its verdict.
+4. Policy-only success: every run's periodic evaluation (no person, no classifier: the env's
+   own success), `--eval-episodes` episodes every `--eval-every` steps. Final = last
+   evaluation; IQM and 95% bootstrap CIs over seeds (rliable's estimators via roborl report).
+
+Robot time: steps x 0.1 s (HIL-SERL's 10 Hz; 36,000 steps = 1 hour). The sim runs as fast as
+it goes. `--smoke` runs the whole pipeline at toy size (CI runs it).
+
+    OMP_NUM_THREADS=1 python benchmarks/hil_manipulation.py --steps 36000 --seeds 3 --jobs 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+OUT = Path(__file__).parent / "results"
+HZ = 10.0  # robot time: HIL-SERL's control rate
+ARMS = ("rlpd_hil", "rlpd", "bc_hil")
+
+
+def roborl(*args: str, log: Path) -> None:
+    """One `roborl` command, output to `log`; raises with the log's tail if it fails."""
+    with log.open("w") as f:
+        proc = subprocess.run(
+            [sys.executable, "-m", "roborl.core.cli", *args], stdout=f, stderr=subprocess.STDOUT
+        )
+    if proc.returncode:
+        tail = log.read_text()[-3000:]
+        raise SystemExit(f"roborl {' '.join(args)} failed ({proc.returncode}):\n{tail}")
+
+
+def env_args(a: argparse.Namespace) -> list[str]:
+    return ["env=fetch_push_pixels", f"env.kwargs.image_size={a.px}"]
+
+
+def algo_args(a: argparse.Namespace, algo: str) -> list[str]:
+    return [
+        f"algo={algo}", f"algo.batch_size={a.batch}", f"algo.conv_channels={a.channels}",
+        f"algo.conv_strided={a.strided}",
+    ]  # fmt: skip
+
+
+def person_arg(a: argparse.Namespace) -> str:
+    return f"scripted_person={{window_s:{a.window_s},max_takeover_s:{a.max_takeover_s}}}"
+
+
+def prepare(a: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """Demos, classifier frames and the classifier; returns their paths and its accuracy."""
+    demos, frames, model = work / "demos.npz", work / "classifier_frames.npz", work / "classifier"
+    if not demos.exists():
+        roborl(
+            "demos", "record", f"out={demos}", f"episodes={a.demos}", "policy=expert",
+            "noise=0.1", "successes_only=true", "seed=10000", *env_args(a),
+            log=work / "demos.log",
+        )  # fmt: skip
+    if not frames.exists():
+        roborl(
+            "demos", "record", f"out={frames}", f"episodes={a.classifier_episodes}",
+            "policy=expert", "noise=0.8", "seed=20000", *env_args(a), log=work / "frames.log",
+        )  # fmt: skip
+    if not (model / "config.json").exists():
+        roborl(
+            "reward", "train", f"data=[{frames},{demos}]", f"out={model}",
+            f"steps={a.classifier_steps}", f"threshold={a.threshold}",
+            log=work / "classifier.log",
+        )  # fmt: skip
+    card = json.loads((model / "config.json").read_text())["metrics"]
+    keys = ("val_tpr", "val_tnr", "val_positives", "val_negatives")
+    return {"demos": demos, "model": model, "classifier": {k: card[k] for k in keys}}
+
+
+def hard_negatives(a: argparse.Namespace, prep: dict[str, Any], work: Path) -> dict[str, Any]:
+    """SERL's remedy before the arms: a probe run (rlpd + person, `--probe-steps`) with the
+    first classifier saves the frames it fired on; `roborl reward relabel` retrains with the
+    ones where the env reported no success as hard negatives. The arms use the new model."""
+    probe, model = work / "probe", work / "classifier_relabelled"
+    if not (probe / "summary.json").exists():
+        roborl(
+            "train", *algo_args(a, "rlpd"), person_arg(a),
+            *common_overrides(a, prep, steps=a.probe_steps), "seed=999", f"hydra.run.dir={probe}",
+            log=work / "probe.log",
+        )  # fmt: skip
+    if not (model / "config.json").exists():
+        roborl(
+            "reward", "relabel", f"data=[{work / 'classifier_frames.npz'},{prep['demos']}]",
+            f"fired={probe / 'reward_fired'}", f"model={prep['model']}", "fired_labels=env",
+            f"out={model}", f"steps={a.classifier_steps}", f"threshold={a.threshold}",
+            log=work / "relabel.log",
+        )  # fmt: skip
+    card = json.loads((model / "config.json").read_text())["metrics"]
+    with np.load(probe / "reward_fired" / sorted(os.listdir(probe / "reward_fired"))[0]) as z:
+        precision = float(np.mean(z["env_success"]))
+    first = {**prep["classifier"], "precision_on_probe_fired_frames": precision}
+    keys = ("val_tpr", "val_tnr", "val_positives", "val_negatives")
+    return {**prep, "model": model, "first_classifier": first,
+            "classifier": {k: card[k] for k in keys}}  # fmt: skip
+
+
+def common_overrides(
+    a: argparse.Namespace, prep: dict[str, Any], steps: int | None = None
+) -> list[str]:
+    return [
+        *env_args(a), f"demos={prep['demos']}",
+        f"reward={{name:classifier,path:{prep['model']},consecutive:2,threshold:{a.threshold}}}",
+        f"total_steps={steps or a.steps}", f"learning_starts={a.learning_starts}",
+        f"eval_every={a.eval_every}", f"eval_episodes={a.eval_episodes}",
+        f"checkpoint_every={steps or a.steps}", f"log_every={a.eval_every}", "progress=false",
+        "torch_threads=1",
+    ]  # fmt: skip
+
+
+def run_compare(a: argparse.Namespace, prep: dict[str, Any], work: Path) -> dict[str, Any]:
+    """The two RLPD arms through `roborl compare` (AdaStop on policy-only success)."""
+    rl = algo_args(a, "rlpd")
+    hil = " ".join(["rlpd_hil:", *rl, person_arg(a)])
+    roborl(
+        "compare", hil, " ".join(["rlpd:", *rl]), *common_overrides(a, prep),
+        f"n={a.seeds}", "max_groups=1", "metric=success_rate", f"jobs={a.jobs}",
+        f"out={work / 'compare'}", "report=false", log=work / "compare.log",
+    )  # fmt: skip
+    return json.loads((work / "compare" / "compare.json").read_text())
+
+
+def run_bc(a: argparse.Namespace, prep: dict[str, Any], work: Path) -> list[Path]:
+    """The BC arm: algo=pixel_bc on demos + interventions, `--seeds` runs, `--jobs` at once."""
+    dirs = [work / "bc_hil" / f"seed{s}" for s in range(a.seeds)]
+    todo = [d for d in dirs if not (d / "summary.json").exists()]
+    procs: list[subprocess.Popen] = []
+    for d in todo:
+        while len([p for p in procs if p.poll() is None]) >= a.jobs:
+            time.sleep(1.0)
+        d.parent.mkdir(parents=True, exist_ok=True)
+        args = [
+            "train", *algo_args(a, "pixel_bc"), person_arg(a), "demo_fraction=1.0",
+            *common_overrides(a, prep), f"seed={100 + dirs.index(d)}", f"hydra.run.dir={d}",
+        ]  # fmt: skip
+        log = (d.parent / f"{d.name}.log").open("w")
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "roborl.core.cli", *args], stdout=log, stderr=log
+            )
+        )
+    for p in procs:
+        if p.wait():
+            raise SystemExit(f"a bc_hil run failed; see the logs under {work / 'bc_hil'}")
+    return dirs
+
+
+def read_run(run_dir: Path) -> dict[str, Any]:
+    """Policy-only success and intervention rate against robot time, from metrics.jsonl."""
+    evals, interventions = [], []
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        if "eval/success_rate" in row:
+            evals.append((row["step"] / HZ / 60, row["eval/success_rate"]))
+        if "train/intervention_rate" in row:
+            interventions.append((row["step"] / HZ / 60, row["train/intervention_rate"]))
+    return {"run_dir": str(run_dir), "success": evals, "intervention_rate": interventions}
+
+
+def aggregate(finals: dict[str, list[float]]) -> dict[str, Any]:
+    from roborl.plugins.report.aggregate import interval_estimates
+
+    matrices = {arm: np.asarray(v, dtype=float)[:, None] for arm, v in finals.items() if v}
+    return interval_estimates(matrices, reps=2000, ci=0.95, seed=0)
+
+
+def collect(a: argparse.Namespace, work: Path, bc_dirs: list[Path]) -> dict[str, list[dict]]:
+    runs: dict[str, list[dict]] = {arm: [] for arm in ARMS}
+    for arm in ("rlpd_hil", "rlpd"):
+        for d in sorted((work / "compare" / "runs").glob(f"*/{arm}/seed*")):
+            runs[arm].append(read_run(d))
+    runs["bc_hil"] = [read_run(d) for d in bc_dirs]
+    return runs
+
+
+def adastop_sentence(compare: dict[str, Any]) -> str:
+    """AdaStop's status and its decision per pair, as `roborl compare` wrote them."""
+    return f"{compare['status']}; decisions: {json.dumps(compare['decisions'])}"
+
+
+def markdown(result: dict[str, Any]) -> str:
+    a, c, f = result["args"], result["classifier"], result["first_classifier"]
+    lines = [
+        "# HIL-SERL recipe on FetchPush from pixels (issue 33)",
+        "",
+        f"Command: `{result['command']}`  ",
+        f"Machine: {result['machine']}; wall {result['wall_s'] / 60:.1f} min.",
+        "",
+        f"FetchPush-v4 (`env=fetch_push_pixels`), {a['px']}x{a['px']} camera + proprioception "
+        f"+ goal; {a['steps']} env steps per run = {a['steps'] / HZ / 60:.1f} min of robot "
+        f"time at {HZ:.0f} Hz; {a['seeds']} seeds per arm; {a['demos']} scripted demos; reward ="
+        f" roborl's classifier only (threshold {a['threshold']}, 2 consecutive frames; after "
+        f"the hard-negative round, held-out TPR {c['val_tpr']:.2f}, TNR {c['val_tnr']:.2f} on "
+        f"{c['val_positives']} / {c['val_negatives']} frames; the first classifier: TPR "
+        f"{f['val_tpr']:.2f}, TNR {f['val_tnr']:.2f}, and "
+        f"{f['precision_on_probe_fired_frames']:.2f} of the frames it fired on in the probe run"
+        " were true successes). Success = policy-only evaluation "
+        f"({a['eval_episodes']} episodes, no person, the env's own success).",
+        "",
+        "| arm | final policy-only success IQM [95% CI] | per seed | mean intervention rate |",
+        "|---|---|---|---|",
+    ]
+    for arm in ARMS:
+        agg = result["aggregate"].get(arm)
+        if not agg:
+            continue
+        iqm = agg["iqm"]
+        finals = ", ".join(f"{v:.2f}" for v in result["finals"][arm])
+        rates = [
+            np.mean([r for _, r in run["intervention_rate"]] or [0.0])
+            for run in result["runs"][arm]
+        ]
+        lines.append(
+            f"| {arm} | {iqm['point']:.2f} [{iqm['ci_low']:.2f}, {iqm['ci_high']:.2f}] | {finals} | "
+            f"{np.mean(rates):.2f} |"
+        )
+    lines += ["", f"AdaStop (`roborl compare`, rlpd_hil vs rlpd): {result['adastop']}", ""]
+    lines += ["Curves (robot minutes: policy-only success), per run:", ""]
+    for arm in ARMS:
+        for run in result["runs"][arm]:
+            pts = ", ".join(f"{t:.1f}: {s:.2f}" for t, s in run["success"])
+            lines.append(f"- {arm} {Path(run['run_dir']).name}: {pts}")
+    lines += ["", "## Notes", "", *result.get("notes", [])]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--steps", type=int, default=36000)
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--px", type=int, default=48)
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--channels", type=int, default=16)
+    p.add_argument("--strided", type=int, default=2)
+    p.add_argument("--demos", type=int, default=20)
+    p.add_argument("--classifier-episodes", type=int, default=100)
+    p.add_argument("--classifier-steps", type=int, default=1500)
+    p.add_argument("--threshold", type=float, default=0.5)
+    p.add_argument("--learning-starts", type=int, default=500)
+    p.add_argument("--probe-steps", type=int, default=2000)
+    p.add_argument("--eval-every", type=int, default=2000)
+    p.add_argument("--eval-episodes", type=int, default=20)
+    p.add_argument("--window-s", type=float, default=0.4)
+    p.add_argument("--max-takeover-s", type=float, default=1.0)
+    p.add_argument("--work", type=Path, default=None, help="keep runs here (resumable)")
+    p.add_argument("--name", default="hil_manipulation")
+    p.add_argument("--smoke", action="store_true", help="toy sizes: the pipeline end to end")
+    p.add_argument("--render", type=Path, default=None, help="only re-render RESULT.json's .md")
+    a = p.parse_args()
+    if a.render:
+        a.render.with_suffix(".md").write_text(markdown(json.loads(a.render.read_text())))
+        return
+    if a.smoke:
+        a.steps, a.seeds, a.demos, a.classifier_episodes, a.classifier_steps = 300, 1, 4, 8, 20
+        a.learning_starts, a.eval_every, a.eval_episodes, a.px, a.batch = 100, 300, 2, 32, 32
+        a.probe_steps = 200
+    work = a.work or Path(os.environ.get("TMPDIR", "/tmp")) / f"roborl_{a.name}"
+    work.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    prep = hard_negatives(a, prepare(a, work), work)
+    compare = run_compare(a, prep, work)
+    bc_dirs = run_bc(a, prep, work)
+    runs = collect(a, work, bc_dirs)
+    finals = {
+        arm: [r["success"][-1][1] if r["success"] else 0.0 for r in rs] for arm, rs in runs.items()
+    }
+    result = {
+        "command": " ".join(["python", *sys.argv]),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "wall_s": time.time() - t0,
+        "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(a).items()},
+        "classifier": prep["classifier"],
+        "first_classifier": prep["first_classifier"],
+        "adastop": adastop_sentence(compare),
+        "compare": compare,
+        "finals": finals,
+        "aggregate": aggregate(finals),
+        "runs": runs,
+    }
+    out_dir = OUT if not a.smoke else work
+    (out_dir / f"{a.name}.json").write_text(json.dumps(result, indent=1, default=str))
+    (out_dir / f"{a.name}.md").write_text(markdown(result))
+    print(markdown(result))
+
+
+if __name__ == "__main__":
+    main()

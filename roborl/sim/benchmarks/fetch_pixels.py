@@ -1,0 +1,171 @@
+"""Gymnasium-Robotics' Fetch tasks seen through a camera, with a scripted expert.
+
+HIL-SERL (Luo et al., 2024) learns from camera frames plus the robot's proprioception, with a
+4-D end-effector action (dx, dy, dz, gripper): Fetch's own action space. `FetchPixelEnv`
+turns a Fetch task into that setting:
+
+- observation ``{"image": (S, S, 3) uint8, "state": float32}``: one offscreen camera looking
+  down on the table (`CAMERA`, the block and the goal marker in view), and the state the robot
+  knows without vision: gripper position, finger positions and their velocities, plus the
+  goal position (a goal-conditioned task; the goal marker is also in the image). The block's
+  pose is NOT in the state: the policy must see it;
+- the task's own success (``info["is_success"]``: the block within 5 cm of the goal) as
+  ``info["success"]``; the episode ends on it (HIL-SERL's episodes end on success) or after
+  `max_episode_steps` (Fetch's 50);
+- reward: the task's sparse 0/1 success (``reward=`` replaces it with a learned classifier);
+- `expert_action(noise)`: a scripted push expert (move behind the block on the goal's line,
+  lower, push through; the well-known Fetch heuristic), for demos and the scripted person;
+  `progress()` is the distance still to go (block to goal, or gripper to goal on Reach).
+
+The inner env is built with ``gymnasium.make`` and used unwrapped (this class keeps the time
+limit), so ``env.unwrapped`` is this class and `roborl demos record policy=expert` finds the
+expert.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from roborl.core.errors import ConfigError
+
+CAMERA = {"distance": 0.85, "azimuth": 180.0, "elevation": -70.0, "lookat": (1.3, 0.75, 0.42)}
+"""Free camera over the table (Fetch's default view shows the whole robot, the block a dot)."""
+TASKS = {"push": "FetchPush-v4", "reach": "FetchReach-v4"}
+_MOVE = 0.05  # Fetch scales the position action by 5 cm per step
+_PROPRIO = {  # indices of the robot's own readings in Fetch's `observation` vector
+    "push": [0, 1, 2, 9, 10, 20, 21, 22, 23, 24],
+    "reach": list(range(10)),
+}
+
+
+class FetchPixelEnv(gym.Env):
+    """A Fetch task from a camera plus proprioception (see the module docstring)."""
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 25}
+
+    def __init__(
+        self,
+        task: str = "push",
+        image_size: int = 64,
+        max_episode_steps: int = 50,
+        render_mode: str | None = "rgb_array",
+    ) -> None:
+        if task not in TASKS:
+            raise ConfigError(f"FetchPixelEnv task={task!r}: accepted are {', '.join(TASKS)}")
+        if not 16 <= int(image_size) <= 256:
+            raise ConfigError(f"FetchPixelEnv image_size={image_size} must lie in [16, 256]")
+        if int(max_episode_steps) < 1:
+            raise ConfigError(f"FetchPixelEnv max_episode_steps={max_episode_steps} must be >= 1")
+        os.environ.setdefault("MUJOCO_GL", "egl")
+        from roborl.sim.benchmarks import make_fetch
+
+        camera = {**CAMERA, "lookat": np.asarray(CAMERA["lookat"])}
+        self.task = task
+        self.image_size = int(image_size)
+        self.max_episode_steps = int(max_episode_steps)
+        self.render_mode = render_mode
+        self._inner = make_fetch(
+            TASKS[task], render_mode="rgb_array", width=self.image_size,
+            height=self.image_size, default_camera_config=camera,
+        ).unwrapped  # fmt: skip
+        n_state = len(_PROPRIO[task]) + 3
+        self.observation_space = gym.spaces.Dict(
+            {
+                "image": gym.spaces.Box(0, 255, (self.image_size, self.image_size, 3), np.uint8),
+                "state": gym.spaces.Box(-np.inf, np.inf, (n_state,), np.float32),
+            }
+        )
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+        self._raw: dict[str, np.ndarray] = {}
+        self._steps = 0
+
+    @property
+    def dt(self) -> float:
+        """Simulated seconds per step (Fetch: 20 substeps of 2 ms)."""
+        return float(self._inner.dt)
+
+    # -- gym API -----------------------------------------------------------------------------
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        inner_seed = int(self.np_random.integers(2**31 - 1))
+        self._raw, _ = self._inner.reset(seed=inner_seed)
+        self._steps = 0
+        return self._obs(), {"success": self.success()}
+
+    def step(self, action: np.ndarray):
+        action = np.clip(np.asarray(action, np.float32).reshape(4), -1.0, 1.0)
+        self._raw, _, _, _, info = self._inner.step(action)
+        self._steps += 1
+        success = bool(info.get("is_success", 0.0))
+        truncated = self._steps >= self.max_episode_steps and not success
+        return self._obs(), float(success), success, truncated, {"success": success}
+
+    def render(self) -> np.ndarray:
+        return np.ascontiguousarray(self._inner.render())
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def _obs(self) -> dict[str, np.ndarray]:
+        state = np.concatenate(
+            [self._raw["observation"][_PROPRIO[self.task]], self._raw["desired_goal"]]
+        )
+        return {"image": self.render(), "state": state.astype(np.float32)}
+
+    # -- task state --------------------------------------------------------------------------
+
+    def success(self) -> bool:
+        return self.progress() < float(self._inner.distance_threshold)
+
+    def progress(self) -> float:
+        """Distance still to go: block to goal (push), gripper to goal (reach)."""
+        return float(np.linalg.norm(self._raw["achieved_goal"] - self._raw["desired_goal"]))
+
+    # -- scripted expert ---------------------------------------------------------------------
+
+    def expert_action(self, noise: float = 0.0) -> np.ndarray:
+        """Proportional end-effector moves: reach the goal, or push the block to it (behind
+        the block on the goal's line, above; lower; push through the block)."""
+        grip = self._raw["observation"][:3]
+        goal = self._raw["desired_goal"]
+        if self.task == "reach":
+            target = goal
+        else:
+            block = self._raw["observation"][3:6]
+            line = goal[:2] - block[:2]
+            unit = line / (np.linalg.norm(line) + 1e-8)
+            behind = block[:2] - 0.06 * unit
+            off_line = np.linalg.norm(grip[:2] - behind) > 0.02
+            ahead = np.dot(grip[:2] - block[:2], unit) > -0.03  # on the wrong side of the block
+            if off_line and (ahead or (grip[2] < block[2] + 0.02 and not self._pushing(grip))):
+                z = block[2] + 0.06 if np.linalg.norm(grip[:2] - behind) > 0.03 else block[2]
+                target = np.array([*behind, z])
+            elif off_line and not self._pushing(grip):
+                target = np.array([*behind, block[2]])
+            else:
+                target = np.array([*(block[:2] + 0.05 * unit), block[2]])
+        move = np.clip((target - grip) / _MOVE, -1.0, 1.0)
+        action = np.array([*move, -1.0], np.float32)  # fingers closed: a pusher
+        if noise > 0:
+            action[:3] += self.np_random.normal(0.0, noise, 3).astype(np.float32)
+        return np.clip(action, -1.0, 1.0)
+
+    def _pushing(self, grip: np.ndarray) -> bool:
+        """The gripper sits low, behind the block, on the block-goal line."""
+        block, goal = self._raw["observation"][3:6], self._raw["desired_goal"]
+        line = goal[:2] - block[:2]
+        unit = line / (np.linalg.norm(line) + 1e-8)
+        rel = grip[:2] - block[:2]
+        along = float(np.dot(rel, unit))
+        across = abs(float(rel[0] * unit[1] - rel[1] * unit[0]))
+        return grip[2] < block[2] + 0.02 and -0.09 < along < 0.0 and across < 0.02
+
+
+def make_fetch_pixels(task: str, **kwargs: Any) -> FetchPixelEnv:
+    """`FetchPixelEnv` for one task (`env.kwargs` go to its constructor)."""
+    return FetchPixelEnv(task=task, **kwargs)
