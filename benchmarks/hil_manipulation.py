@@ -258,7 +258,7 @@ def markdown(result: dict[str, Any]) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--steps", type=int, default=36000)
-    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--seeds", type=int, default=4)  # AdaStop needs >= 4 a side at K=1
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--px", type=int, default=48)
     p.add_argument("--batch", type=int, default=128)

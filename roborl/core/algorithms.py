@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from roborl.core.checkpoint import load_checkpoint
 from roborl.core.config import RunConfig, build_config
@@ -44,7 +44,12 @@ def split_config(cfg: Mapping[str, Any]) -> tuple[RunConfig, dict[str, Any]]:
     """Validate the run-level keys; returns (RunConfig, the whole config as a plain dict)."""
     if isinstance(cfg, DictConfig):
         cfg = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
-    cfg = dict(cfg)
+    # A plain dict may still hold OmegaConf nodes (`{**dict_config, ...}`); they would reach
+    # checkpoints, which `torch.load(weights_only=True)` then refuses to read.
+    cfg = {
+        k: OmegaConf.to_container(v, resolve=True) if isinstance(v, (DictConfig, ListConfig)) else v
+        for k, v in cfg.items()
+    }
     for key, why in REMOVED_KEYS.items():
         if key in cfg:
             raise ConfigError(f"top-level {key}= was removed: {why}.")

@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 from cli_runner import roborl
 
 from roborl.core.envs import make_env
@@ -91,6 +92,26 @@ def test_a_run_saves_fired_frames_under_its_run_dir_unless_told_otherwise(tmp_pa
     off = {"reward": {"name": "classifier", "save_fired": None}}
     assert with_fired_frames_dir(off, tmp_path) is off
     assert with_fired_frames_dir({"reward": None}, tmp_path) == {"reward": None}
+
+
+def test_a_config_from_hydra_with_a_reward_gives_checkpoints_that_load_weights_only(
+    tmp_path,
+) -> None:
+    """`{**DictConfig}` keeps OmegaConf lists inside the run config; they reached checkpoints,
+    which `torch.load(weights_only=True)` refused (every CLI run with reward= was affected)."""
+    from omegaconf import OmegaConf
+
+    from roborl.core.algorithms import split_config
+
+    hydra_cfg = OmegaConf.create(
+        {"algo": {"name": "drq", "hidden_sizes": [8, 8]}, "reward": "classifier", "seed": 0}
+    )
+    _, cfg = split_config(with_fired_frames_dir(hydra_cfg, tmp_path))
+    path = tmp_path / "cfg.pt"
+    torch.save({"config": cfg}, path)
+    loaded = torch.load(path, weights_only=True)["config"]
+    assert loaded["algo"]["hidden_sizes"] == [8, 8]
+    assert loaded["reward"]["save_fired"] == f"{tmp_path}/reward_fired"
 
 
 def test_hard_negatives_lower_the_false_positive_rate_on_the_saved_frames(
