@@ -58,6 +58,7 @@ CASES: dict[str, tuple[dict[str, Any], gym.Space]] = {
     ),  # sample-and-select: the noise is an input
     "drq": (TINY_PIXEL, PIXELS),  # a camera image beside a state vector
     "rlpd": ({**TINY_PIXEL, "num_critics": 2}, STACKED),  # frame-stacked camera only
+    "pixel_bc": (TINY_PIXEL, PIXELS),  # DrQ's encoder and actor, trained by cloning
 }
 REFUSED = {"vla_rl", "sb3/ppo", "sb3/a2c", "sb3/sac", "sb3/td3", "sb3/ddpg", "sb3/dqn"}
 """Algorithms that override `actor_graph` only to refuse, with their reason."""
@@ -110,7 +111,9 @@ def test_onnx_actions_equal_torch_actions(name: str, tmp_path: Path) -> None:
     spec = meta["onnx"]
     assert spec["file"] == ONNX_FILE and spec["outputs"][0]["name"] == "action"
     assert spec["check"]["max_abs_diff"] <= ATOL
-    assert meta["observation_space"]["type"] == ("Dict" if name in ("drq", "rlpd") else "Box")
+    assert meta["observation_space"]["type"] == (
+        "Dict" if name in ("drq", "rlpd", "pixel_bc") else "Box"
+    )
 
     onnx_policy, loaded_meta = onnx_policy_from_model_dir(out)
     assert loaded_meta["algo"] == name
