@@ -26,7 +26,7 @@ the person: evaluation runs the policy alone. Config (every key checked, unknown
       recover: 0.03          # release once the error shrank by this since the takeover
       max_takeover_s: 1.0    # release after this much robot time in control
       intervention: null     # the teleop mapping (robot.intervention's keys); null: Joy,
-                             # axis i -> action i, dead-man button 0
+                             # axis i -> action i, dead-man button 0, timeout_s 60
 """
 
 from __future__ import annotations
@@ -73,7 +73,12 @@ class ScriptedPerson(gym.Wrapper):
                 "(env=fetch_push_pixels) have one."
             )
         n_action = int(np.prod(env.action_space.shape))
-        raw = config.intervention or {"type": "joy", "axes": list(range(n_action)), "button": 0}
+        # Messages are decoded the moment they are written, so the channel's staleness timeout
+        # only guards against a stalled process here: a generous one keeps a loaded machine
+        # from dropping the person's command.
+        raw = config.intervention or {
+            "type": "joy", "axes": list(range(n_action)), "button": 0, "timeout_s": 60.0,
+        }  # fmt: skip
         channel = InterventionConfig.parse(raw, n_action)
         self.rule = DriftRule(config)  # type: ignore[arg-type]  (same option names)
         self.writer = TeleopWriter(channel)
