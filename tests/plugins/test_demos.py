@@ -95,6 +95,17 @@ def _pendulum_demos(path: Path) -> Path:
     return ds.save(path)
 
 
+def _takeover_run(demos_path, steps: int) -> dict:
+    """SAC with demos on the takeover env, `steps` env steps, one checkpoint at the end."""
+    return {
+        "algo": {"name": "sac", "batch_size": 32},
+        "env": {"id": "RoborlTestTakeover-v0"},
+        "total_steps": steps, "learning_starts": 50, "eval_every": 0, "checkpoint_every": steps,
+        "log_every": steps, "progress": False, "demos": str(demos_path), "demo_fraction": 0.5,
+        "logger": {"name": "jsonl"},
+    }  # fmt: skip
+
+
 def test_offpolicy_loop_samples_half_demos_and_adds_interventions(tmp_path, monkeypatch):
     """A real SAC run with demos=: every update batch is exactly 50% demo rows, and every
     intervened transition the collector reported lands in the demo buffer too."""
@@ -122,13 +133,7 @@ def test_offpolicy_loop_samples_half_demos_and_adds_interventions(tmp_path, monk
     _Takeover.flagged = []
     host = PluginHost()
     host.load_entry_points()
-    cfg = {
-        "algo": {"name": "sac", "batch_size": 32},
-        "env": {"id": "RoborlTestTakeover-v0"},
-        "total_steps": 120, "learning_starts": 50, "eval_every": 0, "checkpoint_every": 120,
-        "log_every": 120, "progress": False, "demos": str(demos_path), "demo_fraction": 0.5,
-        "logger": {"name": "jsonl"},
-    }  # fmt: skip
+    cfg = _takeover_run(demos_path, 120)
     Runner(cfg, tmp_path / "run", host).execute()
     assert seen["demo_rows"] and all(rows == (32, 16) for rows in seen["demo_rows"])
     (demo_buf,) = seen["buffers"]
@@ -152,13 +157,7 @@ def test_the_demo_buffer_with_its_interventions_is_checkpointed_and_resumed(tmp_
     monkeypatch.setattr(offpolicy, "load_demo_buffer", spy_load)
     host = PluginHost()
     host.load_entry_points()
-    cfg = {
-        "algo": {"name": "sac", "batch_size": 32},
-        "env": {"id": "RoborlTestTakeover-v0"},
-        "total_steps": 60, "learning_starts": 50, "eval_every": 0, "checkpoint_every": 60,
-        "log_every": 60, "progress": False, "demos": str(demos_path), "demo_fraction": 0.5,
-        "logger": {"name": "jsonl"},
-    }  # fmt: skip
+    cfg = _takeover_run(demos_path, 60)
     Runner(cfg, tmp_path / "run", host).execute()
     last = tmp_path / "run" / "checkpoints" / "last.pt"
     saved = load_checkpoint(last)["demo_buffer"]

@@ -140,12 +140,12 @@ class FetchPixelEnv(gym.Env):
             line = goal[:2] - block[:2]
             unit = line / (np.linalg.norm(line) + 1e-8)
             behind = block[:2] - 0.06 * unit
-            off_line = np.linalg.norm(grip[:2] - behind) > 0.02
+            gap = np.linalg.norm(grip[:2] - behind)
             ahead = np.dot(grip[:2] - block[:2], unit) > -0.03  # on the wrong side of the block
-            if off_line and (ahead or (grip[2] < block[2] + 0.02 and not self._pushing(grip))):
-                z = block[2] + 0.06 if np.linalg.norm(grip[:2] - behind) > 0.03 else block[2]
-                target = np.array([*behind, z])
-            elif off_line and not self._pushing(grip):
+            pushing = self._pushing(grip, block, unit)
+            if gap > 0.02 and (ahead or (grip[2] < block[2] + 0.02 and not pushing)):
+                target = np.array([*behind, block[2] + 0.06 if gap > 0.03 else block[2]])
+            elif gap > 0.02 and not pushing:
                 target = np.array([*behind, block[2]])
             else:
                 target = np.array([*(block[:2] + 0.05 * unit), block[2]])
@@ -155,11 +155,9 @@ class FetchPixelEnv(gym.Env):
             action[:3] += self.np_random.normal(0.0, noise, 3).astype(np.float32)
         return np.clip(action, -1.0, 1.0)
 
-    def _pushing(self, grip: np.ndarray) -> bool:
-        """The gripper sits low, behind the block, on the block-goal line."""
-        block, goal = self._raw["observation"][3:6], self._raw["desired_goal"]
-        line = goal[:2] - block[:2]
-        unit = line / (np.linalg.norm(line) + 1e-8)
+    @staticmethod
+    def _pushing(grip: np.ndarray, block: np.ndarray, unit: np.ndarray) -> bool:
+        """The gripper sits low, behind the block, on the block-goal line (`unit`)."""
         rel = grip[:2] - block[:2]
         along = float(np.dot(rel, unit))
         across = abs(float(rel[0] * unit[1] - rel[1] * unit[0]))
