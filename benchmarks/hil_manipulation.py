@@ -2,8 +2,11 @@
 
 Task: Gymnasium-Robotics' FetchPush-v4 (MuJoCo 3.3.7; the Fetch envs fail on MuJoCo >= 3.12,
 and dm_control's Jaco lift task costs ~57 ms a step here against Fetch's ~13 ms), served by
-`env=fetch_push_pixels`: a camera over the table plus proprioception and the goal, the 4-D
-end-effector action (dx, dy, dz, gripper), episodes ending on success or after 50 steps.
+`env=fetch_push_pixels`: a camera facing the robot across the table plus proprioception and
+the goal, the 4-D end-effector action (dx, dy, dz, gripper), 50-step episodes. The env's own
+success check does not end an episode (`end_on_success=false`): in training the classifier's
+confirmed verdict does (HIL-SERL), in evaluation the episode runs its 50 steps and success is
+Fetch's standard, the block on the goal at the last step.
 
 The recipe, every piece roborl's own:
 1. `roborl demos record policy=expert`: `--demos` successful scripted demonstrations, and
@@ -60,7 +63,15 @@ def roborl(*args: str, log: Path) -> None:
 
 
 def env_args(a: argparse.Namespace) -> list[str]:
-    return ["env=fetch_push_pixels", f"env.kwargs.image_size={a.px}"]
+    """The task for every run: the env's privileged success check never ends an episode (on a
+    robot only the classifier's verdict or the time limit can; an env that ended on its first
+    success frame would end every episode before `reward.consecutive=2` could confirm it, and
+    the demos' last frame would be their only success frame)."""
+    return [
+        "env=fetch_push_pixels",
+        f"env.kwargs.image_size={a.px}",
+        "env.kwargs.end_on_success=false",
+    ]
 
 
 def algo_args(a: argparse.Namespace, algo: str) -> list[str]:
@@ -75,8 +86,13 @@ def person_arg(a: argparse.Namespace) -> str:
 
 
 def prepare(a: argparse.Namespace, work: Path) -> dict[str, Any]:
-    """Demos, classifier frames and the classifier; returns their paths and its accuracy."""
+    """Demos, classifier frames and the classifier; returns their paths and its accuracy.
+
+    The classifier's frames are SERL's: episodes that go on after success (a noisy expert that
+    holds still once the block is on the goal: many positives, and near misses where the noise
+    knocks it off) plus random-action episodes (the scenes an untrained policy makes)."""
     demos, frames, model = work / "demos.npz", work / "classifier_frames.npz", work / "classifier"
+    randoms = work / "classifier_random.npz"
     if not demos.exists():
         roborl(
             "demos", "record", f"out={demos}", f"episodes={a.demos}", "policy=expert",
@@ -88,15 +104,34 @@ def prepare(a: argparse.Namespace, work: Path) -> dict[str, Any]:
             "demos", "record", f"out={frames}", f"episodes={a.classifier_episodes}",
             "policy=expert", "noise=0.8", "seed=20000", *env_args(a), log=work / "frames.log",
         )  # fmt: skip
+    if not randoms.exists():
+        roborl(
+            "demos", "record", f"out={randoms}", f"episodes={a.random_episodes}",
+            "policy=random", "seed=30000", *env_args(a), log=work / "random.log",
+        )  # fmt: skip
     if not (model / "config.json").exists():
         roborl(
-            "reward", "train", f"data=[{frames},{demos}]", f"out={model}",
+            "reward", "train", f"data=[{frames},{randoms},{demos}]", f"out={model}",
             f"steps={a.classifier_steps}", f"threshold={a.threshold}",
             log=work / "classifier.log",
         )  # fmt: skip
     card = json.loads((model / "config.json").read_text())["metrics"]
     keys = ("val_tpr", "val_tnr", "val_positives", "val_negatives")
-    return {"demos": demos, "model": model, "classifier": {k: card[k] for k in keys}}
+    return {
+        "demos": demos, "data": [frames, randoms, demos], "model": model,
+        "classifier": {k: card[k] for k in keys},
+    }  # fmt: skip
+
+
+def fired_precision(run_dir: Path) -> dict[str, float] | None:
+    """Of the frames the classifier fired on during a run (`reward_fired/`), how many the
+    env's own check calls a success: the reward's precision on the policy's own scenes."""
+    from roborl.plugins.rewards.hard_negatives import load_fired
+
+    if not (run_dir / "reward_fired").is_dir() or not any((run_dir / "reward_fired").iterdir()):
+        return None
+    _, success = load_fired(run_dir / "reward_fired")
+    return {"fired_frames": len(success), "precision": float(np.mean(success == 1))}
 
 
 def hard_negatives(a: argparse.Namespace, prep: dict[str, Any], work: Path) -> dict[str, Any]:
@@ -112,15 +147,14 @@ def hard_negatives(a: argparse.Namespace, prep: dict[str, Any], work: Path) -> d
         )  # fmt: skip
     if not (model / "config.json").exists():
         roborl(
-            "reward", "relabel", f"data=[{work / 'classifier_frames.npz'},{prep['demos']}]",
+            "reward", "relabel", f"data=[{','.join(str(d) for d in prep['data'])}]",
             f"fired={probe / 'reward_fired'}", f"model={prep['model']}", "fired_labels=env",
             f"out={model}", f"steps={a.classifier_steps}", f"threshold={a.threshold}",
             log=work / "relabel.log",
         )  # fmt: skip
     card = json.loads((model / "config.json").read_text())["metrics"]
-    with np.load(probe / "reward_fired" / sorted(os.listdir(probe / "reward_fired"))[0]) as z:
-        precision = float(np.mean(z["env_success"]))
-    first = {**prep["classifier"], "precision_on_probe_fired_frames": precision}
+    probe_fired = fired_precision(probe) or {"fired_frames": 0, "precision": float("nan")}
+    first = {**prep["classifier"], "precision_on_probe_fired_frames": probe_fired["precision"]}
     keys = ("val_tpr", "val_tnr", "val_positives", "val_negatives")
     return {**prep, "model": model, "first_classifier": first,
             "classifier": {k: card[k] for k in keys}}  # fmt: skip
@@ -131,7 +165,8 @@ def common_overrides(
 ) -> list[str]:
     return [
         *env_args(a), f"demos={prep['demos']}",
-        f"reward={{name:classifier,path:{prep['model']},consecutive:2,threshold:{a.threshold}}}",
+        f"reward={{name:classifier,path:{prep['model']},consecutive:{a.consecutive},"
+        f"threshold:{a.threshold}}}",
         f"total_steps={steps or a.steps}", f"learning_starts={a.learning_starts}",
         f"eval_every={a.eval_every}", f"eval_episodes={a.eval_episodes}",
         f"checkpoint_every={steps or a.steps}", f"log_every={a.eval_every}", "progress=false",
@@ -153,7 +188,7 @@ def run_compare(a: argparse.Namespace, prep: dict[str, Any], work: Path) -> dict
 
 def run_bc(a: argparse.Namespace, prep: dict[str, Any], work: Path) -> list[Path]:
     """The BC arm: algo=pixel_bc on demos + interventions, `--seeds` runs, `--jobs` at once."""
-    dirs = [work / "bc_hil" / f"seed{s}" for s in range(a.seeds)]
+    dirs = [work / "bc_hil" / f"seed{s}" for s in range(a.bc_seeds or a.seeds)]
     todo = [d for d in dirs if not (d / "summary.json").exists()]
     procs: list[subprocess.Popen] = []
     for d in todo:
@@ -185,7 +220,10 @@ def read_run(run_dir: Path) -> dict[str, Any]:
             evals.append((row["step"] / HZ / 60, row["eval/success_rate"]))
         if "train/intervention_rate" in row:
             interventions.append((row["step"] / HZ / 60, row["train/intervention_rate"]))
-    return {"run_dir": str(run_dir), "success": evals, "intervention_rate": interventions}
+    return {
+        "run_dir": str(run_dir), "success": evals, "intervention_rate": interventions,
+        "reward_fired": fired_precision(run_dir),
+    }  # fmt: skip
 
 
 def aggregate(finals: dict[str, list[float]]) -> dict[str, Any]:
@@ -220,7 +258,8 @@ def markdown(result: dict[str, Any]) -> str:
         f"FetchPush-v4 (`env=fetch_push_pixels`), {a['px']}x{a['px']} camera + proprioception "
         f"+ goal; {a['steps']} env steps per run = {a['steps'] / HZ / 60:.1f} min of robot "
         f"time at {HZ:.0f} Hz; {a['seeds']} seeds per arm; {a['demos']} scripted demos; reward ="
-        f" roborl's classifier only (threshold {a['threshold']}, 2 consecutive frames; after "
+        f" roborl's classifier only (threshold {a['threshold']}, "
+        f"{a.get('consecutive', 2)} consecutive frames; after "
         f"the hard-negative round, held-out TPR {c['val_tpr']:.2f}, TNR {c['val_tnr']:.2f} on "
         f"{c['val_positives']} / {c['val_negatives']} frames; the first classifier: TPR "
         f"{f['val_tpr']:.2f}, TNR {f['val_tnr']:.2f}, and "
@@ -228,8 +267,9 @@ def markdown(result: dict[str, Any]) -> str:
         " were true successes). Success = policy-only evaluation "
         f"({a['eval_episodes']} episodes, no person, the env's own success).",
         "",
-        "| arm | final policy-only success IQM [95% CI] | per seed | mean intervention rate |",
-        "|---|---|---|---|",
+        "| arm | final policy-only success IQM [95% CI] | per seed | mean intervention rate "
+        "| reward's precision on the run's fired frames (frames) |",
+        "|---|---|---|---|---|",
     ]
     for arm in ARMS:
         agg = result["aggregate"].get(arm)
@@ -241,9 +281,13 @@ def markdown(result: dict[str, Any]) -> str:
             np.mean([r for _, r in run["intervention_rate"]] or [0.0])
             for run in result["runs"][arm]
         ]
+        fired = [run.get("reward_fired") for run in result["runs"][arm]]
+        precision = ", ".join(
+            f"{f['precision']:.2f} ({f['fired_frames']})" if f else "- (0)" for f in fired
+        )
         lines.append(
             f"| {arm} | {iqm['point']:.2f} [{iqm['ci_low']:.2f}, {iqm['ci_high']:.2f}] | {finals} | "
-            f"{np.mean(rates):.2f} |"
+            f"{np.mean(rates):.2f} | {precision} |"
         )
     lines += ["", f"AdaStop (`roborl compare`, rlpd_hil vs rlpd): {result['adastop']}", ""]
     lines += ["Curves (robot minutes: policy-only success), per run:", ""]
@@ -259,15 +303,18 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--steps", type=int, default=36000)
     p.add_argument("--seeds", type=int, default=4)  # AdaStop needs >= 4 a side at K=1
+    p.add_argument("--bc-seeds", type=int, default=None, help="BC arm's seeds (default --seeds)")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--px", type=int, default=48)
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--channels", type=int, default=16)
     p.add_argument("--strided", type=int, default=2)
     p.add_argument("--demos", type=int, default=20)
-    p.add_argument("--classifier-episodes", type=int, default=100)
+    p.add_argument("--classifier-episodes", type=int, default=60)
+    p.add_argument("--random-episodes", type=int, default=30)
     p.add_argument("--classifier-steps", type=int, default=1500)
-    p.add_argument("--threshold", type=float, default=0.5)
+    p.add_argument("--threshold", type=float, default=0.8)
+    p.add_argument("--consecutive", type=int, default=2)
     p.add_argument("--learning-starts", type=int, default=500)
     p.add_argument("--probe-steps", type=int, default=2000)
     p.add_argument("--eval-every", type=int, default=2000)
@@ -284,6 +331,7 @@ def main() -> None:
         return
     if a.smoke:
         a.steps, a.seeds, a.demos, a.classifier_episodes, a.classifier_steps = 300, 1, 4, 8, 20
+        a.random_episodes, a.threshold = 4, 0.5
         a.learning_starts, a.eval_every, a.eval_episodes, a.px, a.batch = 100, 300, 2, 32, 32
         a.probe_steps = 200
     work = a.work or Path(os.environ.get("TMPDIR", "/tmp")) / f"roborl_{a.name}"

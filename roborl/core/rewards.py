@@ -14,7 +14,10 @@ also ends the episode. `LearnedReward` does that for any `RewardModel`:
   verdict; `info["success"]` stays the env's;
 - `consecutive=k`: success only once the model has said so on k frames in a row within the
   episode (a single false positive does not end the episode or pay the reward); with k > 1 the
-  reward is the model's on a confirmed frame and 0 otherwise;
+  reward is the model's on a confirmed frame and 0 otherwise. A sim task that ends on its
+  own first success frame leaves no second frame to confirm: run it so that success does not
+  end the episode (e.g. `env.kwargs.end_on_success=false` on the Fetch pixel tasks); the
+  wrapper warns once when it sees the env end a successful episode unconfirmed;
 - `save_fired=DIR` (the run's `reward_fired/` by default): every frame the model fired on
   (before the `consecutive` check) is saved with the env's own success where it reports one,
   so `roborl reward relabel` can retrain with the false positives as hard negatives (SERL's
@@ -29,6 +32,7 @@ and termination, not the classifier's verdict.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
@@ -37,6 +41,8 @@ import numpy as np
 
 from roborl.core.errors import ConfigError
 from roborl.core.fired_frames import FiredFrames
+
+log = logging.getLogger("roborl.rewards")
 
 WRAPPER_KEYS = ("name", "terminate_on_success", "keep_env_termination", "consecutive", "save_fired")
 """`reward.*` keys the wrapper reads; every other key goes to the model's factory."""
@@ -189,6 +195,7 @@ class LearnedReward(gym.Wrapper):
         self.consecutive = consecutive
         self.fired = fired
         self._streak = 0
+        self._warned = False
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         self._streak = 0
@@ -206,12 +213,24 @@ class LearnedReward(gym.Wrapper):
             reward = 0.0  # an unconfirmed verdict pays nothing
         info = {**info, "env_reward": float(env_reward), "learned_success": success}
         ended_by_env = bool(terminated)
+        if ended_by_env and info.get("success") and not success and self.consecutive > 1:
+            self._warn_unconfirmable()
         terminated = success and self.terminate_on_success
         if ended_by_env and self.keep_env_termination:
             terminated = True
         elif ended_by_env and not terminated:
             truncated = True
         return obs, float(np.asarray(reward).item()), terminated, bool(truncated), info
+
+    def _warn_unconfirmable(self) -> None:
+        if not self._warned:
+            self._warned = True
+            log.warning(
+                "the env ended a successful episode on its own check before reward.consecutive="
+                "%d frames confirmed it: the learned reward cannot pay for it; run the task so "
+                "that success does not end the episode (e.g. env.kwargs.end_on_success=false).",
+                self.consecutive,
+            )
 
     def close(self) -> None:
         if self.fired is not None:

@@ -72,6 +72,42 @@ def test_consecutive_relabelling_of_stored_rows_restarts_at_episode_ends() -> No
     np.testing.assert_array_equal(terms, [0, 0, 1, 1, 1, 0, 0])
 
 
+class EndsOnFirstSuccess(TabletopEnv):
+    """A sim task that ends on its own first success frame (step 2 here)."""
+
+    def step(self, action):  # type: ignore[no-untyped-def]
+        obs, reward, _, truncated, info = super().step(action)
+        self._n = getattr(self, "_n", 0) + 1
+        return obs, reward, self._n == 2, truncated, {**info, "success": self._n == 2}
+
+
+def test_an_env_ending_on_success_before_consecutive_confirms_is_named_once(
+    tabletop_pixels: dict, caplog: pytest.LogCaptureFixture
+) -> None:
+    """k=2 and an env that ends on its first success frame: that success can never be paid,
+    and the wrapper says so (once) instead of silently training on a reward that never fires."""
+    env = LearnedReward(
+        EndsOnFirstSuccess(**tabletop_pixels), Verdicts([0, 1, 0, 1]), consecutive=2
+    )
+    with caplog.at_level("WARNING", logger="roborl.rewards"):
+        for _ in range(2):
+            env.reset(seed=0)
+            env.unwrapped._n = 0
+            assert _steps_until_end(env) == [(0.0, False), (0.0, False)]
+    env.close()
+    warnings = [r for r in caplog.records if "end_on_success=false" in r.getMessage()]
+    assert len(warnings) == 1 and "consecutive=2" in warnings[0].getMessage()
+
+
+def _steps_until_end(env: LearnedReward) -> list[tuple[float, bool]]:
+    out = []
+    while True:
+        _, r, term, trunc, _ = env.step(env.action_space.sample())
+        out.append((r, term))
+        if term or trunc:
+            return out
+
+
 @pytest.mark.parametrize("bad", [0, -2, 1.5, True, "3"])
 def test_consecutive_must_be_a_whole_number_of_frames(bad: object, tabletop_pixels: dict) -> None:
     host = PluginHost()
@@ -158,6 +194,7 @@ def test_hard_negatives_lower_the_false_positive_rate_on_the_saved_frames(
     report = json.loads(proc.stdout.split("hard negatives: ", 1)[1].splitlines()[0])
     assert report["count"] == n and report["true_successes_fired"] == true_fired
     assert report["fp_rate_before"] == 1.0  # every saved frame was one it fired on
+    assert report["threshold"] == 0.5  # measured at the threshold the retraining was given
     control_fp = false_positive_rate(control, negatives)
     assert report["fp_rate_after"] == false_positive_rate(out, negatives)
     assert report["fp_rate_after"] < control_fp, (report, control_fp)

@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 import torch
 
+from roborl.robots.nodes.processes import EventProcess as Proc
+
 LOOPBACK = (
     '<CycloneDDS><Domain><General><Interfaces><NetworkInterface address="127.0.0.1"/>'
     "</Interfaces><AllowMulticast>false</AllowMulticast></General><Discovery><Peers>"
@@ -160,3 +162,30 @@ def balance_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("ckpt") / "balance.pt"
     save_checkpoint(path, payload)
     return path
+
+
+@pytest.fixture
+def rclpy_env(ros_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """ros_env (own ROS_DOMAIN_ID) with ROS 2's localhost-only discovery, for both sides."""
+    monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    monkeypatch.delenv("ROS_LOCALHOST_ONLY", raising=False)
+    env = dict(ros_env, ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST", OMP_NUM_THREADS="1")
+    env.pop("ROS_LOCALHOST_ONLY", None)
+    env.pop("RMW_IMPLEMENTATION", None)  # the wheels' default, rmw_fastrtps_cpp
+    return env
+
+
+@pytest.fixture
+def procs():
+    """Start processes (roborl commands, or any command with roborl=False), stopped after."""
+    started: list[Proc] = []
+
+    def start(args: list[str], env: dict[str, str], roborl: bool = True) -> Proc:
+        cmd = [sys.executable, "-m", "roborl.core.cli", *args] if roborl else args
+        p = Proc(cmd, env)
+        started.append(p)
+        return p
+
+    yield start
+    for p in started:
+        p.stop()

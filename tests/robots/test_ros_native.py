@@ -10,50 +10,14 @@ assertion is about timing.
 from __future__ import annotations
 
 import itertools
-import sys
 import textwrap
 import time
 from pathlib import Path
 
 import pytest
-
-from roborl.robots.nodes.processes import EventProcess as Proc
+from ros_peers import PRELUDE, peer
 
 START = 120.0  # node start-up on a loaded 2-core machine can take tens of seconds
-
-# Shared by every peer: a node spun on a background thread, JSON-line output, waiting helpers.
-PRELUDE = textwrap.dedent(
-    """
-    import json, sys, threading, time
-    import rclpy
-    from rclpy.executors import MultiThreadedExecutor
-
-    def out(**kw):
-        print(json.dumps(kw), flush=True)
-
-    def wait(pred, timeout):
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if pred():
-                return True
-            time.sleep(0.02)
-        return bool(pred())
-
-    def call(client, request, timeout=60.0):
-        if not client.wait_for_service(timeout_sec=timeout):
-            raise SystemExit(f"service {client.srv_name} never appeared")
-        future = client.call_async(request)
-        if not wait(future.done, timeout):
-            raise SystemExit(f"service {client.srv_name} did not answer")
-        return future.result()
-
-    rclpy.init()
-    node = rclpy.create_node("plain_peer")
-    executor = MultiThreadedExecutor()
-    executor.add_node(node)
-    threading.Thread(target=executor.spin, daemon=True).start()
-    """
-)
 
 # Drives `roborl sim-robot`: reads JointState, commands the slider, calls ~/reset, reads /clock
 # and /rosout, and lists the graph. argv: state topic, the sim node's fully qualified name.
@@ -218,36 +182,6 @@ ROBOT = PRELUDE + textwrap.dedent(
     out(event="done")
     """
 )
-
-
-@pytest.fixture
-def rclpy_env(ros_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """ros_env (own ROS_DOMAIN_ID) with ROS 2's localhost-only discovery, for both sides."""
-    monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-    monkeypatch.delenv("ROS_LOCALHOST_ONLY", raising=False)
-    env = dict(ros_env, ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST", OMP_NUM_THREADS="1")
-    env.pop("ROS_LOCALHOST_ONLY", None)
-    env.pop("RMW_IMPLEMENTATION", None)  # the wheels' default, rmw_fastrtps_cpp
-    return env
-
-
-@pytest.fixture
-def procs():
-    started: list[Proc] = []
-
-    def start(args: list[str], env: dict[str, str], roborl: bool = True) -> Proc:
-        cmd = [sys.executable, "-m", "roborl.core.cli", *args] if roborl else args
-        p = Proc(cmd, env)
-        started.append(p)
-        return p
-
-    yield start
-    for p in started:
-        p.stop()
-
-
-def peer(script: str, *args: str) -> list[str]:
-    return [sys.executable, "-c", script, *args]
 
 
 def test_rclpy_controller_drives_sim_robot(rclpy_env, procs) -> None:

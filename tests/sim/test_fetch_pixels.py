@@ -66,3 +66,27 @@ def test_scripted_push_expert_succeeds_where_random_actions_do_not() -> None:
 def test_bad_arguments_name_the_argument(kwargs: dict) -> None:
     with pytest.raises(ConfigError, match=next(iter(kwargs))):
         FetchPixelEnv(**kwargs)
+
+
+def test_playing_on_after_success_gives_many_success_frames_and_the_expert_holds_the_block() -> None:
+    """`end_on_success=False` is how the classifier's frames are recorded: the episode runs to
+    its step limit, reward and `info["success"]` follow the task each step, and the expert,
+    once the block is on the goal, stops moving the gripper so the block stays there."""
+    env = FetchPixelEnv("push", image_size=16, max_episode_steps=40, end_on_success=False)
+    env.reset(seed=3)
+    successes, steps, held = [], 0, []
+    while True:
+        was_success = env.success()
+        action = env.expert_action()
+        if was_success:
+            held.append(np.abs(action[:3]).max())
+        _, reward, terminated, truncated, info = env.step(action)
+        steps += 1
+        assert not terminated and reward == float(info["success"])
+        successes.append(info["success"])
+        if truncated:
+            break
+    env.close()
+    assert steps == 40
+    assert sum(successes) >= 10 and successes[-1]  # reached the goal and stayed there
+    assert held and max(held) == 0.0

@@ -74,11 +74,14 @@ def write_labelled(frames: dict[str, np.ndarray], path: Path) -> Path:
     return save_npz_atomic(path, arrays)
 
 
-def false_positive_rate(model_path: str | Path, frames: dict[str, np.ndarray]) -> float:
-    """Share of `frames` (all negatives) that the classifier at `model_path` calls success."""
+def false_positive_rate(
+    model_path: str | Path, frames: dict[str, np.ndarray], threshold: float = 0.5
+) -> float:
+    """Share of `frames` (all negatives) that the classifier at `model_path` calls success at
+    `threshold` (the `reward.threshold` the run uses)."""
     from roborl.plugins.rewards.classifier import load
 
-    clf = load(model_path)
+    clf = load(model_path, threshold=threshold)
     return float(np.asarray(clf(frames)[1]).mean())
 
 
@@ -107,9 +110,11 @@ def retrain_with_hard_negatives(
     paths = [data] if isinstance(data, str) else list(data)
     config = train_classifier([*paths, str(extra)], out, log=log, **train_options)
     report = {"count": n, "true_successes_fired": true_fired, "file": str(extra)}
+    threshold = float(train_options.get("threshold", 0.5))
+    report["threshold"] = threshold
     if model is not None:
-        report["fp_rate_before"] = false_positive_rate(model, negatives)
-    report["fp_rate_after"] = false_positive_rate(out, negatives)
+        report["fp_rate_before"] = false_positive_rate(model, negatives, threshold)
+    report["fp_rate_after"] = false_positive_rate(out, negatives, threshold)
     config["hard_negatives"] = report
     Path(out).with_name(Path(out).name + "_hard_negatives.json").write_text(
         json.dumps(report, indent=2) + "\n"

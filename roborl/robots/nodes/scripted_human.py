@@ -8,7 +8,8 @@ back, and lets go. This node does the same with a scripted expert, so the interv
   topic carries every slide joint of the scene: the gripper `gx`, `gy` and the blocks);
 - the expert is RoborlTabletop's own `expert_action()`, evaluated on a copy of the scene
   whose joints are set from those JointStates; its `progress()` is the task error (the
-  distance still to go);
+  distance still to go). `expert=fetch_push`: Fetch's push expert on the end effector, block
+  and goal that `sim-robot env=fetch_push_pixels` publishes, the error being block to goal;
 - **takeover** ("drift"): the error is above `tolerance` and has not shrunk by `min_progress`
   over the last `window_s` seconds -- the robot stalls or moves away from the expert's path;
 - **release** ("back on track"): the error shrank by `recover` since the takeover, fell to
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
     from roborl.robots.transport.protocol import Transport
 
 SCRIPTED_HUMAN_CONFIG = "roborl_scripted_human"
-EXPERTS = ("tabletop",)
+EXPERTS = ("tabletop", "fetch_push")
 
 
 @dataclass
@@ -60,7 +61,11 @@ class ScriptedHumanOptions:
 
     expert: str = field(
         default="tabletop",
-        metadata={"choices": list(EXPERTS), "help": "scripted expert (RoborlTabletop's)"},
+        metadata={
+            "choices": list(EXPERTS),
+            "help": "scripted expert: RoborlTabletop's, or Fetch's push expert "
+            "(sim-robot env=fetch_push_pixels)",
+        },
     )
     task: int = field(default=0, metadata=rng(0, 5, "RoborlTabletop task index (0: reach red)"))
     rate_hz: float = field(default=20.0, metadata=rng(1e-3, None, "teleop messages per second"))
@@ -108,9 +113,12 @@ class TabletopExpert:
         self.env.task = task
         self.joints = ["gx", "gy"] + [f"{c}_{a}" for c in COLORS for a in "xy"]
         self._qadr = self.env._qadr
+        self.instruction = self.env.instruction
+        self.n_action = 2
 
     def set_state(self, names: list[str], positions: list[float]) -> np.ndarray:
-        """Write the scene's joints from a JointState; returns them (to detect resets)."""
+        """Write the scene's joints from a JointState; returns the blocks' (the gripper moves
+        every step; blocks jump only on a reset)."""
         index = {n: i for i, n in enumerate(names)}
         missing = [j for j in self.joints if j not in index]
         if missing:
@@ -121,13 +129,49 @@ class TabletopExpert:
         values = np.asarray([positions[index[j]] for j in self.joints], dtype=np.float64)
         for j, v in zip(self.joints, values):
             self.env.data.qpos[self._qadr[j]] = v
-        return values
+        return values[2:]
 
     def action(self) -> np.ndarray:
         return self.env.expert_action()
 
     def error(self) -> float:
         return self.env.progress()
+
+
+class FetchPushExpert:
+    """Fetch's scripted push expert (`fetch_pixels.expert_move`) on the end effector, block and
+    goal that `sim-robot env=fetch_push_pixels` publishes as JointState (the person sees the
+    block; the policy's robot config does not observe it). Action: (dx, dy, dz, gripper),
+    fingers closed."""
+
+    joints = ["ee_x", "ee_y", "ee_z", "block_x", "block_y", "block_z", "goal_x", "goal_y", "goal_z"]
+
+    def __init__(self) -> None:
+        self.values = np.zeros(len(self.joints))
+        self.instruction = "push the block onto the goal (FetchPush)"
+        self.n_action = 4
+
+    def set_state(self, names: list[str], positions: list[float]) -> np.ndarray:
+        """Read the scene from a JointState; returns block and goal (a jump is a new episode:
+        the goal moves only on a reset)."""
+        index = {n: i for i, n in enumerate(names)}
+        missing = [j for j in self.joints if j not in index]
+        if missing:
+            raise ConfigError(
+                f"the fetch_push expert needs joints {missing} on the JointState topic (it has "
+                f"{names}); run `roborl sim-robot env=fetch_push_pixels` without a joints= filter."
+            )
+        self.values = np.asarray([positions[index[j]] for j in self.joints], dtype=np.float64)
+        return self.values[3:]
+
+    def action(self) -> np.ndarray:
+        from roborl.sim.benchmarks.fetch_pixels import expert_move
+
+        grip, block, goal = self.values[:3], self.values[3:6], self.values[6:]
+        return np.array([*expert_move(grip, block, goal), -1.0])
+
+    def error(self) -> float:
+        return float(np.linalg.norm(self.values[3:6] - self.values[6:]))
 
 
 class DriftRule:
@@ -228,11 +272,13 @@ def scripted_human(argv: list[str]) -> int:
     teleop = InterventionConfig.parse(robot.get("intervention") or {}, n_action)
     if opts.expert not in EXPERTS:
         raise ConfigError(f"expert={opts.expert!r}: accepted are {', '.join(EXPERTS)}.")
-    expert = TabletopExpert(int(opts.task))
-    if n_action != 2:
+    expert = TabletopExpert(int(opts.task)) if opts.expert == "tabletop" else FetchPushExpert()
+    needs = {"tabletop": (2, "2 gripper velocities", "tabletop"),
+             "fetch_push": (4, "(dx, dy, dz, gripper)", "fetch_push")}[opts.expert]  # fmt: skip
+    if n_action != needs[0]:
         raise ConfigError(
-            f"the tabletop expert commands 2 gripper velocities; robot command joints "
-            f"give {n_action} (use robot=tabletop or a config like it)."
+            f"the {opts.expert} expert commands {needs[1]}; robot command joints give "
+            f"{n_action} (use robot={needs[2]} or a config like it)."
         )
     transport = make_transport(
         opts.transport or robot.get("transport", "auto"), opts.node_name, ros_args=ros_args
@@ -247,7 +293,7 @@ def _serve(
     opts: ScriptedHumanOptions,
     robot: dict[str, Any],
     teleop: Any,
-    expert: TabletopExpert,
+    expert: TabletopExpert | FetchPushExpert,
     transport: Transport,
     msgs: Any,
 ) -> int:
@@ -272,7 +318,7 @@ def _serve(
         state_topic=state_topic,
         teleop_topic=teleop.topic,
         teleop_type=teleop.type,
-        task=expert.env.instruction,
+        task=expert.instruction,
     )
     period = 1.0 / float(opts.rate_hz)
     t_end = time.monotonic() + float(opts.duration_s) if opts.duration_s else float("inf")
@@ -283,14 +329,13 @@ def _serve(
         with lock:
             msg, stamp = latest.get("msg"), latest.get("t", -np.inf)
         now = time.monotonic()
-        action = np.zeros(2)
+        action = np.zeros(expert.n_action)
         if msg is None or now - stamp > opts.state_timeout_s:
             if rule.intervening:
                 emit_event(event="release", cause="no_state", error=None)
             rule.reset()
         else:
-            values = expert.set_state(list(msg.name), list(msg.position))
-            blocks = values[2:]  # the gripper moves every step; blocks jump only on a reset
+            blocks = expert.set_state(list(msg.name), list(msg.position))  # jump on a reset
             if scene is not None and np.max(np.abs(blocks - scene)) > opts.reset_jump:
                 if rule.intervening:
                     emit_event(event="release", cause="new_episode", error=expert.error())
@@ -313,7 +358,7 @@ def _serve(
             time.sleep(delay)
         else:
             next_tick = time.monotonic()
-    publish(writer.message(np.zeros(2), False))  # let go before leaving
+    publish(writer.message(np.zeros(expert.n_action), False))  # let go before leaving
     announce(transport, logging.INFO, event="scripted_human_stop", **counts)
     return 0
 

@@ -1,5 +1,7 @@
 """sim-robot's cameras: `cameras=` checked against the MuJoCo model, and each camera rendered
 offscreen at its rate and published as sensor_msgs/Image (rgb8) with the JointState's stamp.
+An env that describes itself as a robot (`robot_joints()`) has one camera, `render`: its own
+`render()` frame, whose size is the env's.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from typing import Any
 from roborl.core.errors import ConfigError
 
 SIM_CAMERA_KEYS = ("name", "topic", "width", "height", "rate_hz", "frame_id")
+RENDER = "render"
+"""The camera name of an env's own `render()` view."""
 
 
 @dataclass
@@ -25,10 +29,14 @@ class SimCamera:
     frame_id: str
 
 
-def camera_specs(value: list[Any], model: Any) -> list[SimCamera]:
-    """`cameras=` checked against the model (camera names, offscreen buffer size)."""
+def camera_specs(value: list[Any], base: Any) -> list[SimCamera]:
+    """`cameras=` checked against the env: a MuJoCo model's camera names and offscreen buffer
+    size, or for an env with `robot_joints()` its `render` view at the size it renders."""
+    if callable(getattr(base, "robot_joints", None)):
+        return [_render_spec(item, i, base) for i, item in enumerate(value)]
     import mujoco
 
+    model = base.model
     names = [model.camera(i).name for i in range(model.ncam)]
     max_w, max_h = int(model.vis.global_.offwidth), int(model.vis.global_.offheight)
     out = []
@@ -67,6 +75,40 @@ def camera_specs(value: list[Any], model: Any) -> list[SimCamera]:
     return out
 
 
+def _render_spec(item: Any, i: int, base: Any) -> SimCamera:
+    """The env's own view as a camera: name `render`, width and height those it renders."""
+    at = f"cameras[{i}]"
+    item = {"name": item} if isinstance(item, str) else item
+    if not isinstance(item, dict):
+        raise ConfigError(f"{at}={item!r}: give a camera name or a mapping.")
+    bad = [k for k in item if k not in SIM_CAMERA_KEYS]
+    if bad:
+        raise ConfigError(f"{at} has unknown keys {bad}: accepted are {SIM_CAMERA_KEYS}.")
+    if item.get("name") != RENDER:
+        raise ConfigError(
+            f"{at}.name={item.get('name')!r}: {type(base).__name__} publishes its own view as "
+            f"the camera {RENDER!r} (its render()), not MuJoCo cameras."
+        )
+    h, w = base.render().shape[:2]
+    size = (int(item.get("width") or w), int(item.get("height") or h))
+    if size != (w, h):
+        raise ConfigError(
+            f"{at}: {size[0]}x{size[1]} differs from the {w}x{h} frames the env renders (set "
+            "the env's image size, e.g. env.kwargs.image_size, instead)."
+        )
+    rate = item.get("rate_hz")
+    if rate is not None and not float(rate) > 0:
+        raise ConfigError(f"{at}.rate_hz={rate!r} must be > 0 (null: every step).")
+    return SimCamera(
+        name=RENDER,
+        topic=str(item.get("topic") or f"/camera/{RENDER}/image_raw"),
+        width=w,
+        height=h,
+        rate_hz=float(rate) if rate is not None else None,
+        frame_id=str(item.get("frame_id") or f"{RENDER}_camera"),
+    )
+
+
 class CameraPublisher:
     """Renders each camera at its rate with MuJoCo's offscreen renderer and publishes it.
 
@@ -80,6 +122,11 @@ class CameraPublisher:
         self.base = base
         self.items = []
         for cam in cams:
+            if cam.name == RENDER and callable(getattr(base, "robot_joints", None)):
+                renderer = None  # the env renders its own view
+                pub = transport.publisher(cam.topic, msgs.Image, qos)
+                self.items.append([cam, renderer, pub, -float("inf")])
+                continue
             try:
                 renderer = mujoco.Renderer(base.model, cam.height, cam.width)
             except Exception as exc:  # no EGL/OSMesa: say what to install, not a GL trace
@@ -100,10 +147,15 @@ class CameraPublisher:
             if cam.rate_hz is not None and now < next_t:
                 continue
             item[3] = max(next_t + 1.0 / cam.rate_hz, now) if cam.rate_hz else now
-            renderer.update_scene(self.base.data, camera=cam.name)
-            pub(encode_image(renderer.render(), stamp, cam.frame_id))
+            if renderer is None:
+                frame = self.base.render()
+            else:
+                renderer.update_scene(self.base.data, camera=cam.name)
+                frame = renderer.render()
+            pub(encode_image(frame, stamp, cam.frame_id))
             self.published += 1
 
     def close(self) -> None:
         for _, renderer, _, _ in self.items:
-            renderer.close()
+            if renderer is not None:
+                renderer.close()

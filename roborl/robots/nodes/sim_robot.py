@@ -16,6 +16,12 @@ with the JointState's stamp. `env=tabletop` is the pixel robot: the RoborlTablet
 gripper's slide joints `gx`, `gy` as joint state, its top-down camera `top`, and commands in
 the env's action space (a velocity of the gripper, [-1, 1] per axis).
 
+An env that describes itself as a robot (`robot_joints()`: name -> (position, velocity), e.g.
+`env=fetch_push_pixels`: the end effector, fingers, block and goal) is published that way
+instead of by its MuJoCo joints, and its own view is the camera `render` (the env's
+`render()`, at the env's image size), so what sim-robot serves is the very task that
+`roborl train env=...` runs in-process.
+
 This module is the command (options, parameters, set-up); `sim_serve` runs the loop and
 `sim_cameras` renders the cameras.
 """
@@ -171,10 +177,14 @@ def sim_robot(argv: list[str]) -> int:
     env = make_env(host.registry, {"env": env_cfg}, seed=int(opts.seed))
     env.reset(seed=int(opts.seed))
     base = env.unwrapped
-    if not hasattr(base, "data"):
-        raise ConfigError(f"sim-robot needs a MuJoCo env; env.id={env_cfg.get('id')!r} is not.")
-    table = _joint_table(base.model)
-    cams = camera_specs(list(opts.cameras or []), base.model)
+    described = callable(getattr(base, "robot_joints", None))
+    if not described and not hasattr(base, "data"):
+        raise ConfigError(
+            f"sim-robot needs a MuJoCo env (or one with robot_joints()); env.id="
+            f"{env_cfg.get('id')!r} is neither."
+        )
+    table = [(n, -1, -1) for n in base.robot_joints()] if described else _joint_table(base.model)
+    cams = camera_specs(list(opts.cameras or []), base)
     n_act = int(np.prod(env.action_space.shape))
     low = np.asarray(opts.command_low if opts.command_low is not None else env.action_space.low)
     high = np.asarray(opts.command_high if opts.command_high is not None else env.action_space.high)

@@ -30,6 +30,29 @@ def env_dt(base: Any) -> float:
     return float(dt)
 
 
+def joint_reader(base: Any, table: list[tuple[str, int, int]]) -> Any:
+    """() -> (positions, velocities, efforts) of `table`'s joints: from the MuJoCo state, or
+    from the env's `robot_joints()` (no efforts: zeros) when it describes itself."""
+    names = [t[0] for t in table]
+    if callable(getattr(base, "robot_joints", None)):
+
+        def described() -> tuple[list[float], list[float], list[float]]:
+            joints = base.robot_joints()
+            return [joints[n][0] for n in names], [joints[n][1] for n in names], [0.0] * len(names)
+
+        return described
+
+    def mujoco_state() -> tuple[list[float], list[float], list[float]]:
+        qpos, qvel, qfrc = base.data.qpos, base.data.qvel, base.data.qfrc_actuator
+        return (
+            [float(qpos[a]) for _, a, _ in table],
+            [float(qvel[d]) for _, _, d in table],
+            [float(qfrc[d]) for _, _, d in table],
+        )
+
+    return mujoco_state
+
+
 def serve_sim(
     env: Any,
     base: Any,
@@ -54,6 +77,7 @@ def serve_sim(
         )
     table = [by_name[j] for j in p["joints"]]
     names = [t[0] for t in table]
+    read_joints = joint_reader(base, table)
     if p["on_terminate"] not in ("reset", "hold"):
         raise ConfigError(f"on_terminate={p['on_terminate']!r}: accepted are reset, hold.")
     rate = float(p["rate_hz"])
@@ -178,16 +202,15 @@ def serve_sim(
         sim_t += dt
         if clock is not None:
             clock(msgs.Clock(clock=msgs.stamp_now(sim_t)))
-        qpos, qvel = base.data.qpos, base.data.qvel
-        qfrc = base.data.qfrc_actuator
+        position, velocity, effort = read_joints()
         stamp = msgs.stamp_now(sim_t if stamps_sim else time.time())
         publish(
             msgs.JointState(
                 header=msgs.Header(stamp=stamp, frame_id=""),
                 name=names,
-                position=[float(qpos[a]) for _, a, _ in table],
-                velocity=[float(qvel[d]) for _, _, d in table],
-                effort=[float(qfrc[d]) for _, _, d in table],
+                position=position,
+                velocity=velocity,
+                effort=effort,
             )
         )
         if cameras is not None:

@@ -11,11 +11,15 @@ turns a Fetch task into that setting:
   pose is NOT in the state: the policy must see it;
 - the task's own success (``info["is_success"]``: the block within 5 cm of the goal) as
   ``info["success"]``; the episode ends on it (HIL-SERL's episodes end on success) or after
-  `max_episode_steps` (Fetch's 50);
+  `max_episode_steps` (Fetch's 50). ``end_on_success=False`` plays on after success, for
+  recording a success classifier's frames: many positive frames per episode instead of one,
+  and the near misses where a jittering gripper knocks the block off the goal;
 - reward: the task's sparse 0/1 success (``reward=`` replaces it with a learned classifier);
 - `expert_action(noise)`: a scripted push expert (move behind the block on the goal's line,
   lower, push through; the well-known Fetch heuristic), for demos and the scripted person;
-  `progress()` is the distance still to go (block to goal, or gripper to goal on Reach).
+  `progress()` is the distance still to go (block to goal, or gripper to goal on Reach). On
+  success the expert holds still (noise still moves it), so a run that plays on keeps the
+  block at the goal.
 
 The inner env is built with ``gymnasium.make`` and used unwrapped (this class keeps the time
 limit), so ``env.unwrapped`` is this class and `roborl demos record policy=expert` finds the
@@ -32,10 +36,19 @@ import numpy as np
 
 from roborl.core.errors import ConfigError
 
-CAMERA = {"distance": 0.85, "azimuth": 180.0, "elevation": -70.0, "lookat": (1.3, 0.75, 0.42)}
-"""Free camera over the table (Fetch's default view shows the whole robot, the block a dot)."""
+CAMERA = {"distance": 0.8, "azimuth": 180.0, "elevation": -50.0, "lookat": (1.34, 0.75, 0.42)}
+"""Free camera facing the robot across the table, 50 degrees down: the block and the goal
+marker stay in view in front of the gripper (Fetch's default view shows the whole robot and
+the block as a dot; a steeper view puts the wrist over the block, straight down fills the
+image with the wrist)."""
 TASKS = {"push": "FetchPush-v4", "reach": "FetchReach-v4"}
 _MOVE = 0.05  # Fetch scales the position action by 5 cm per step
+SUCCESS_DISTANCE = 0.05  # Fetch's distance_threshold: the task is done within 5 cm
+ROBOT_JOINTS = (
+    "ee_x", "ee_y", "ee_z", "gripper", "block_x", "block_y", "block_z", "goal_x", "goal_y",
+    "goal_z",
+)  # fmt: skip
+"""The JointState names `robot_joints()` publishes through `roborl sim-robot`."""
 _PROPRIO = {  # indices of the robot's own readings in Fetch's `observation` vector
     "push": [0, 1, 2, 9, 10, 20, 21, 22, 23, 24],
     "reach": list(range(10)),
@@ -53,6 +66,7 @@ class FetchPixelEnv(gym.Env):
         image_size: int = 64,
         max_episode_steps: int = 50,
         render_mode: str | None = "rgb_array",
+        end_on_success: bool = True,
     ) -> None:
         if task not in TASKS:
             raise ConfigError(f"FetchPixelEnv task={task!r}: accepted are {', '.join(TASKS)}")
@@ -67,6 +81,7 @@ class FetchPixelEnv(gym.Env):
         self.task = task
         self.image_size = int(image_size)
         self.max_episode_steps = int(max_episode_steps)
+        self.end_on_success = bool(end_on_success)
         self.render_mode = render_mode
         self._inner = make_fetch(
             TASKS[task], render_mode="rgb_array", width=self.image_size,
@@ -102,8 +117,9 @@ class FetchPixelEnv(gym.Env):
         self._raw, _, _, _, info = self._inner.step(action)
         self._steps += 1
         success = bool(info.get("is_success", 0.0))
-        truncated = self._steps >= self.max_episode_steps and not success
-        return self._obs(), float(success), success, truncated, {"success": success}
+        terminated = success and self.end_on_success
+        truncated = self._steps >= self.max_episode_steps and not terminated
+        return self._obs(), float(success), terminated, truncated, {"success": success}
 
     def render(self) -> np.ndarray:
         return np.ascontiguousarray(self._inner.render())
@@ -129,39 +145,72 @@ class FetchPixelEnv(gym.Env):
     # -- scripted expert ---------------------------------------------------------------------
 
     def expert_action(self, noise: float = 0.0) -> np.ndarray:
-        """Proportional end-effector moves: reach the goal, or push the block to it (behind
-        the block on the goal's line, above; lower; push through the block)."""
+        """The scripted expert (`expert_move`) on the current scene; fingers closed."""
         grip = self._raw["observation"][:3]
-        goal = self._raw["desired_goal"]
-        if self.task == "reach":
-            target = goal
-        else:
-            block = self._raw["observation"][3:6]
-            line = goal[:2] - block[:2]
-            unit = line / (np.linalg.norm(line) + 1e-8)
-            behind = block[:2] - 0.06 * unit
-            gap = np.linalg.norm(grip[:2] - behind)
-            ahead = np.dot(grip[:2] - block[:2], unit) > -0.03  # on the wrong side of the block
-            pushing = self._pushing(grip, block, unit)
-            if gap > 0.02 and (ahead or (grip[2] < block[2] + 0.02 and not pushing)):
-                target = np.array([*behind, block[2] + 0.06 if gap > 0.03 else block[2]])
-            elif gap > 0.02 and not pushing:
-                target = np.array([*behind, block[2]])
-            else:
-                target = np.array([*(block[:2] + 0.05 * unit), block[2]])
-        move = np.clip((target - grip) / _MOVE, -1.0, 1.0)
-        action = np.array([*move, -1.0], np.float32)  # fingers closed: a pusher
+        block = None if self.task == "reach" else self._raw["observation"][3:6]
+        action = np.array([*expert_move(grip, block, self._raw["desired_goal"]), -1.0], np.float32)
         if noise > 0:
             action[:3] += self.np_random.normal(0.0, noise, 3).astype(np.float32)
         return np.clip(action, -1.0, 1.0)
 
-    @staticmethod
-    def _pushing(grip: np.ndarray, block: np.ndarray, unit: np.ndarray) -> bool:
-        """The gripper sits low, behind the block, on the block-goal line (`unit`)."""
-        rel = grip[:2] - block[:2]
-        along = float(np.dot(rel, unit))
-        across = abs(float(rel[0] * unit[1] - rel[1] * unit[0]))
-        return grip[2] < block[2] + 0.02 and -0.09 < along < 0.0 and across < 0.02
+    # -- as a robot (sim-robot) ----------------------------------------------------------------
+
+    def robot_joints(self) -> dict[str, tuple[float, float]]:
+        """What `roborl sim-robot` publishes as JointState for this env: name -> (position,
+        velocity) for `ROBOT_JOINTS`. A real Fetch reports the end effector's pose and the
+        finger opening; the block and the goal stand for what the person (and the task's
+        referee) sees, so a robot config lists only the joints the policy may observe."""
+        obs, dt = self._raw["observation"], self.dt
+        goal = self._raw["desired_goal"]
+        block = obs[3:6] if self.task == "push" else np.zeros(3)
+        # Fetch reports velocities times dt, the block's relative to the gripper's.
+        block_vel = (obs[14:17] + obs[20:23]) / dt if self.task == "push" else np.zeros(3)
+        fingers, finger_vel = (
+            (obs[9:11], obs[23:25]) if self.task == "push" else (obs[3:5], obs[8:10])
+        )
+        grip_vel = (obs[20:23] if self.task == "push" else obs[5:8]) / dt
+        pos = [*obs[:3], fingers.sum(), *block, *goal]
+        vel = [*grip_vel, finger_vel.sum() / dt, *block_vel, 0.0, 0.0, 0.0]
+        joints = {n: (float(p), float(v)) for n, p, v in zip(ROBOT_JOINTS, pos, vel)}
+        if self.task != "push":  # Reach has no block
+            joints = {n: pv for n, pv in joints.items() if not n.startswith("block_")}
+        return joints
+
+
+def expert_move(grip: np.ndarray, block: np.ndarray | None, goal: np.ndarray) -> np.ndarray:
+    """The scripted expert's end-effector move in [-1, 1]^3 (5 cm per unit): proportional moves
+    to the goal (Reach, `block` None), or pushing the block to it: behind the block on the
+    goal's line, above; lower; push through the block. Holds still once the task is done (the
+    block, or the gripper on Reach, within Fetch's 5 cm of the goal)."""
+    grip, goal = np.asarray(grip, float), np.asarray(goal, float)
+    done_at = grip if block is None else np.asarray(block, float)
+    if np.linalg.norm(done_at - goal) < SUCCESS_DISTANCE:
+        return np.zeros(3)
+    if block is None:
+        target = goal
+    else:
+        block = np.asarray(block, float)
+        line = goal[:2] - block[:2]
+        unit = line / (np.linalg.norm(line) + 1e-8)
+        behind = block[:2] - 0.06 * unit
+        gap = np.linalg.norm(grip[:2] - behind)
+        ahead = np.dot(grip[:2] - block[:2], unit) > -0.03  # on the wrong side of the block
+        pushing = _pushing(grip, block, unit)
+        if gap > 0.02 and (ahead or (grip[2] < block[2] + 0.02 and not pushing)):
+            target = np.array([*behind, block[2] + 0.06 if gap > 0.03 else block[2]])
+        elif gap > 0.02 and not pushing:
+            target = np.array([*behind, block[2]])
+        else:
+            target = np.array([*(block[:2] + 0.05 * unit), block[2]])
+    return np.clip((target - grip) / _MOVE, -1.0, 1.0)
+
+
+def _pushing(grip: np.ndarray, block: np.ndarray, unit: np.ndarray) -> bool:
+    """The gripper sits low, behind the block, on the block-goal line (`unit`)."""
+    rel = grip[:2] - block[:2]
+    along = float(np.dot(rel, unit))
+    across = abs(float(rel[0] * unit[1] - rel[1] * unit[0]))
+    return grip[2] < block[2] + 0.02 and -0.09 < along < 0.0 and across < 0.02
 
 
 def make_fetch_pixels(task: str, **kwargs: Any) -> FetchPixelEnv:
