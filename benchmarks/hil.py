@@ -37,6 +37,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -84,22 +85,20 @@ def wait_line(log: Path, needle: str, timeout: float) -> None:
 
 
 class Referee:
-    """Calls /roborl_driver/success when RoborlTabletop's own success test holds on the scene
-    state of /joint_states (once per touch): the benchmark's stand-in for the person's
-    success button."""
+    """Calls /roborl_driver/success when `done(JointState)` holds on /joint_states (once per
+    success: re-armed when it stops holding): the benchmark's stand-in for the person's success
+    button. Default: RoborlTabletop's own success test on the scene state."""
 
-    def __init__(self) -> None:
+    def __init__(self, done: Callable[[Any], bool] | None = None) -> None:
         import rclpy
         from rclpy.executors import SingleThreadedExecutor
         from sensor_msgs.msg import JointState
         from std_srvs.srv import Trigger
 
-        from roborl.robots.nodes.scripted_human import TabletopExpert
-
         rclpy.init()
         self.rclpy = rclpy
         self.node = rclpy.create_node("hil_referee")
-        self.expert = TabletopExpert(0)
+        self.done = done or tabletop_touch()
         self.client = self.node.create_client(Trigger, "/roborl_driver/success")
         self.request = Trigger.Request()
         self.armed, self.calls = True, 0
@@ -110,17 +109,29 @@ class Referee:
         self.thread.start()
 
     def _on_state(self, msg: Any) -> None:
-        self.expert.set_state(list(msg.name), list(msg.position))
-        touching = bool(self.expert.env.success())
-        if touching and self.armed and self.client.service_is_ready():
+        done = bool(self.done(msg))
+        if done and self.armed and self.client.service_is_ready():
             self.client.call_async(self.request)
             self.calls += 1
-        self.armed = not touching
+        self.armed = not done
 
     def close(self) -> None:
         self.executor.shutdown()
         self.node.destroy_node()
         self.rclpy.shutdown()
+
+
+def tabletop_touch() -> Callable[[Any], bool]:
+    """RoborlTabletop's success test (the gripper touches the red block) on a JointState."""
+    from roborl.robots.nodes.scripted_human import TabletopExpert
+
+    expert = TabletopExpert(0)
+
+    def done(msg: Any) -> bool:
+        expert.set_state(list(msg.name), list(msg.position))
+        return bool(expert.env.success())
+
+    return done
 
 
 def robot_args(a: argparse.Namespace) -> list[str]:

@@ -34,7 +34,6 @@ import os
 import platform
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -42,48 +41,19 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from hil import node, ros_env, stop, wait_line  # the ROS helpers of hil.py
+from hil import Referee, node, ros_env, stop, wait_line  # the ROS helpers of hil.py
 from hil_manipulation import fired_precision
 
 OUT = Path(__file__).parent / "results"
 SUCCESS_DISTANCE = 0.05  # FetchPush's own success test: block within 5 cm of the goal
 
 
-class Referee:
-    """Calls /roborl_driver/success when the block lies on the goal (once per episode)."""
-
-    def __init__(self) -> None:
-        import rclpy
-        from rclpy.executors import SingleThreadedExecutor
-        from sensor_msgs.msg import JointState
-        from std_srvs.srv import Trigger
-
-        rclpy.init()
-        self.rclpy = rclpy
-        self.node = rclpy.create_node("fetch_referee")
-        self.client = self.node.create_client(Trigger, "/roborl_driver/success")
-        self.request = Trigger.Request()
-        self.armed, self.calls = True, 0
-        self.node.create_subscription(JointState, "/joint_states", self._on_state, 10)
-        self.executor = SingleThreadedExecutor()
-        self.executor.add_node(self.node)
-        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
-        self.thread.start()
-
-    def _on_state(self, msg: Any) -> None:
-        at = dict(zip(msg.name, msg.position))
-        block = np.array([at["block_x"], at["block_y"], at["block_z"]])
-        goal = np.array([at["goal_x"], at["goal_y"], at["goal_z"]])
-        done = bool(np.linalg.norm(block - goal) < SUCCESS_DISTANCE)
-        if done and self.armed and self.client.service_is_ready():
-            self.client.call_async(self.request)
-            self.calls += 1
-        self.armed = not done
-
-    def close(self) -> None:
-        self.executor.shutdown()
-        self.node.destroy_node()
-        self.rclpy.shutdown()
+def block_on_goal(msg: Any) -> bool:
+    """FetchPush's own success test on sim-robot's JointState: block within 5 cm of the goal."""
+    at = dict(zip(msg.name, msg.position))
+    block = np.array([at["block_x"], at["block_y"], at["block_z"]])
+    goal = np.array([at["goal_x"], at["goal_y"], at["goal_z"]])
+    return bool(np.linalg.norm(block - goal) < SUCCESS_DISTANCE)
 
 
 def robot_args(a: argparse.Namespace) -> list[str]:
@@ -259,7 +229,7 @@ def main() -> None:
     referee = None
     try:
         wait_line(a.work / "sim.log", "sim_robot_start", 120)
-        referee = Referee()
+        referee = Referee(block_on_goal)
         demos = record_demos(a, env, a.work)
         wrote = [x for x in (a.work / "demos_ros.log").read_text().splitlines() if "wrote" in x]
         demo_info = wrote[-1] if wrote else str(demos)

@@ -103,6 +103,21 @@ class ScriptedHumanOptions:
 register_command_config(SCRIPTED_HUMAN_CONFIG, ScriptedHumanOptions, {"robot": "tabletop"})
 
 
+def joint_values(
+    names: list[str], positions: list[float], wanted: list[str], expert: str, env: str
+) -> np.ndarray:
+    """The positions of `wanted` from a JointState's names and positions; a missing joint is a
+    ConfigError naming it and the sim-robot env that publishes it."""
+    index = {n: i for i, n in enumerate(names)}
+    missing = [j for j in wanted if j not in index]
+    if missing:
+        raise ConfigError(
+            f"the {expert} expert needs joints {missing} on the JointState topic (it has "
+            f"{names}); run `roborl sim-robot {env}` without a joints= filter."
+        )
+    return np.asarray([positions[index[j]] for j in wanted], dtype=np.float64)
+
+
 class TabletopExpert:
     """RoborlTabletop's scripted expert on the scene state seen in JointState messages."""
 
@@ -119,14 +134,7 @@ class TabletopExpert:
     def set_state(self, names: list[str], positions: list[float]) -> np.ndarray:
         """Write the scene's joints from a JointState; returns the blocks' (the gripper moves
         every step; blocks jump only on a reset)."""
-        index = {n: i for i, n in enumerate(names)}
-        missing = [j for j in self.joints if j not in index]
-        if missing:
-            raise ConfigError(
-                f"the tabletop expert needs joints {missing} on the JointState topic (it has "
-                f"{names}); run `roborl sim-robot env=tabletop...` without a joints= filter."
-            )
-        values = np.asarray([positions[index[j]] for j in self.joints], dtype=np.float64)
+        values = joint_values(names, positions, self.joints, "tabletop", "env=tabletop...")
         for j, v in zip(self.joints, values):
             self.env.data.qpos[self._qadr[j]] = v
         return values[2:]
@@ -154,14 +162,9 @@ class FetchPushExpert:
     def set_state(self, names: list[str], positions: list[float]) -> np.ndarray:
         """Read the scene from a JointState; returns block and goal (a jump is a new episode:
         the goal moves only on a reset)."""
-        index = {n: i for i, n in enumerate(names)}
-        missing = [j for j in self.joints if j not in index]
-        if missing:
-            raise ConfigError(
-                f"the fetch_push expert needs joints {missing} on the JointState topic (it has "
-                f"{names}); run `roborl sim-robot env=fetch_push_pixels` without a joints= filter."
-            )
-        self.values = np.asarray([positions[index[j]] for j in self.joints], dtype=np.float64)
+        self.values = joint_values(
+            names, positions, self.joints, "fetch_push", "env=fetch_push_pixels"
+        )
         return self.values[3:]
 
     def action(self) -> np.ndarray:

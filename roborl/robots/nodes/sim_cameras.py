@@ -7,6 +7,7 @@ An env that describes itself as a robot (`robot_joints()`) has one camera, `rend
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,13 +33,8 @@ class SimCamera:
 def camera_specs(value: list[Any], base: Any) -> list[SimCamera]:
     """`cameras=` checked against the env: a MuJoCo model's camera names and offscreen buffer
     size, or for an env with `robot_joints()` its `render` view at the size it renders."""
-    if callable(getattr(base, "robot_joints", None)):
-        return [_render_spec(item, i, base) for i, item in enumerate(value)]
-    import mujoco
-
-    model = base.model
-    names = [model.camera(i).name for i in range(model.ncam)]
-    max_w, max_h = int(model.vis.global_.offwidth), int(model.vis.global_.offheight)
+    described = callable(getattr(base, "robot_joints", None))
+    size_of = _render_view(base) if described else _model_camera(base.model)
     out = []
     for i, item in enumerate(value):
         at = f"cameras[{i}]"
@@ -49,14 +45,7 @@ def camera_specs(value: list[Any], base: Any) -> list[SimCamera]:
         if bad:
             raise ConfigError(f"{at} has unknown keys {bad}: accepted are {SIM_CAMERA_KEYS}.")
         name = str(item.get("name") or "")
-        if mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, name) < 0:
-            raise ConfigError(f"{at}.name={name!r} is not a camera of the model: it has {names}.")
-        w, h = int(item.get("width") or 64), int(item.get("height") or 64)
-        if not (0 < w <= max_w and 0 < h <= max_h):
-            raise ConfigError(
-                f"{at}: {w}x{h} does not fit the model's offscreen buffer {max_w}x{max_h} "
-                "(<visual><global offwidth offheight> in its XML)."
-            )
+        w, h = size_of(at, name, item)
         rate = item.get("rate_hz")
         if rate is not None and not float(rate) > 0:
             raise ConfigError(f"{at}.rate_hz={rate!r} must be > 0 (null: every step).")
@@ -75,38 +64,48 @@ def camera_specs(value: list[Any], base: Any) -> list[SimCamera]:
     return out
 
 
-def _render_spec(item: Any, i: int, base: Any) -> SimCamera:
-    """The env's own view as a camera: name `render`, width and height those it renders."""
-    at = f"cameras[{i}]"
-    item = {"name": item} if isinstance(item, str) else item
-    if not isinstance(item, dict):
-        raise ConfigError(f"{at}={item!r}: give a camera name or a mapping.")
-    bad = [k for k in item if k not in SIM_CAMERA_KEYS]
-    if bad:
-        raise ConfigError(f"{at} has unknown keys {bad}: accepted are {SIM_CAMERA_KEYS}.")
-    if item.get("name") != RENDER:
-        raise ConfigError(
-            f"{at}.name={item.get('name')!r}: {type(base).__name__} publishes its own view as "
-            f"the camera {RENDER!r} (its render()), not MuJoCo cameras."
-        )
+def _model_camera(model: Any) -> Callable[[str, str, dict], tuple[int, int]]:
+    """(at, name, item) -> (width, height) for a camera of the MuJoCo model (64x64 unless
+    given), within its offscreen buffer."""
+    import mujoco
+
+    names = [model.camera(i).name for i in range(model.ncam)]
+    max_w, max_h = int(model.vis.global_.offwidth), int(model.vis.global_.offheight)
+
+    def size_of(at: str, name: str, item: dict) -> tuple[int, int]:
+        if mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, name) < 0:
+            raise ConfigError(f"{at}.name={name!r} is not a camera of the model: it has {names}.")
+        w, h = int(item.get("width") or 64), int(item.get("height") or 64)
+        if not (0 < w <= max_w and 0 < h <= max_h):
+            raise ConfigError(
+                f"{at}: {w}x{h} does not fit the model's offscreen buffer {max_w}x{max_h} "
+                "(<visual><global offwidth offheight> in its XML)."
+            )
+        return w, h
+
+    return size_of
+
+
+def _render_view(base: Any) -> Callable[[str, str, dict], tuple[int, int]]:
+    """(at, name, item) -> (width, height) for the env's own view: the camera `render`, at the
+    size the env renders."""
     h, w = base.render().shape[:2]
-    size = (int(item.get("width") or w), int(item.get("height") or h))
-    if size != (w, h):
-        raise ConfigError(
-            f"{at}: {size[0]}x{size[1]} differs from the {w}x{h} frames the env renders (set "
-            "the env's image size, e.g. env.kwargs.image_size, instead)."
-        )
-    rate = item.get("rate_hz")
-    if rate is not None and not float(rate) > 0:
-        raise ConfigError(f"{at}.rate_hz={rate!r} must be > 0 (null: every step).")
-    return SimCamera(
-        name=RENDER,
-        topic=str(item.get("topic") or f"/camera/{RENDER}/image_raw"),
-        width=w,
-        height=h,
-        rate_hz=float(rate) if rate is not None else None,
-        frame_id=str(item.get("frame_id") or f"{RENDER}_camera"),
-    )
+
+    def size_of(at: str, name: str, item: dict) -> tuple[int, int]:
+        if name != RENDER:
+            raise ConfigError(
+                f"{at}.name={name!r}: {type(base).__name__} publishes its own view as the "
+                f"camera {RENDER!r} (its render()), not MuJoCo cameras."
+            )
+        size = (int(item.get("width") or w), int(item.get("height") or h))
+        if size != (w, h):
+            raise ConfigError(
+                f"{at}: {size[0]}x{size[1]} differs from the {w}x{h} frames the env renders "
+                "(set the env's image size, e.g. env.kwargs.image_size, instead)."
+            )
+        return w, h
+
+    return size_of
 
 
 class CameraPublisher:
