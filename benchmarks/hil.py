@@ -87,9 +87,10 @@ def wait_line(log: Path, needle: str, timeout: float) -> None:
 class Referee:
     """Calls /roborl_driver/success when `done(JointState)` holds on /joint_states (once per
     success: re-armed when it stops holding): the benchmark's stand-in for the person's success
-    button. Default: RoborlTabletop's own success test on the scene state."""
+    button. Default: RoborlTabletop's own success test on the scene state. `call=False` only
+    counts the successes (`calls`) and leaves the episode to the robot's own ending."""
 
-    def __init__(self, done: Callable[[Any], bool] | None = None) -> None:
+    def __init__(self, done: Callable[[Any], bool] | None = None, call: bool = True) -> None:
         import rclpy
         from rclpy.executors import SingleThreadedExecutor
         from sensor_msgs.msg import JointState
@@ -99,6 +100,7 @@ class Referee:
         self.rclpy = rclpy
         self.node = rclpy.create_node("hil_referee")
         self.done = done or tabletop_touch()
+        self.call = call
         self.client = self.node.create_client(Trigger, "/roborl_driver/success")
         self.request = Trigger.Request()
         self.armed, self.calls = True, 0
@@ -110,8 +112,9 @@ class Referee:
 
     def _on_state(self, msg: Any) -> None:
         done = bool(self.done(msg))
-        if done and self.armed and self.client.service_is_ready():
-            self.client.call_async(self.request)
+        if done and self.armed and (not self.call or self.client.service_is_ready()):
+            if self.call:
+                self.client.call_async(self.request)
             self.calls += 1
         self.armed = not done
 

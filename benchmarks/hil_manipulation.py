@@ -123,7 +123,7 @@ def prepare(a: argparse.Namespace, work: Path) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def fired_precision(run_dir: Path) -> dict[str, float] | None:
+def fired_precision(run_dir: Path) -> dict[str, Any] | None:
     """Of the frames the classifier fired on during a run (`reward_fired/`), how many the
     env's own check calls a success: the reward's precision on the policy's own scenes."""
     from roborl.plugins.rewards.hard_negatives import load_fired
@@ -131,7 +131,9 @@ def fired_precision(run_dir: Path) -> dict[str, float] | None:
     if not (run_dir / "reward_fired").is_dir() or not any((run_dir / "reward_fired").iterdir()):
         return None
     _, success = load_fired(run_dir / "reward_fired")
-    return {"fired_frames": len(success), "precision": float(np.mean(success == 1))}
+    labelled = success >= 0  # a robot without a success signal labels none (-1)
+    precision = float(np.mean(success[labelled] == 1)) if labelled.any() else None
+    return {"fired_frames": len(success), "labelled": int(labelled.sum()), "precision": precision}
 
 
 def hard_negatives(a: argparse.Namespace, prep: dict[str, Any], work: Path) -> dict[str, Any]:
@@ -283,7 +285,10 @@ def markdown(result: dict[str, Any]) -> str:
         ]
         fired = [run.get("reward_fired") for run in result["runs"][arm]]
         precision = ", ".join(
-            f"{f['precision']:.2f} ({f['fired_frames']})" if f else "- (0)" for f in fired
+            f"{f['precision']:.2f} ({f['fired_frames']})"
+            if f and f["precision"] is not None
+            else f"- ({f['fired_frames'] if f else 0})"
+            for f in fired
         )
         lines.append(
             f"| {arm} | {iqm['point']:.2f} [{iqm['ci_low']:.2f}, {iqm['ci_high']:.2f}] | {finals} | "

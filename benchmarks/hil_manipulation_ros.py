@@ -10,11 +10,15 @@ piece on ROS 2, real processes on loopback:
   reset service), at `--rate` steps per second (Fetch's real time is 25);
 - `roborl scripted-human robot=fetch_push_hil expert=fetch_push` is the person: Joy on /joy
   when the robot drifts;
-- a referee (this process, rclpy) plays the person's success button: it calls the driver's
-  `~/success` when the block lies within 5 cm of the goal, so the training episodes' success
-  (`robot/success_rate`) and the fired frames' labels are the task's own;
+- the sim does not end episodes (`end_on_success=false`, no step limit of its own): as on a
+  robot, the classifier's confirmed verdict or the robot config's 50 steps end them;
+- a referee (this process, rclpy) watches /joint_states and counts the episodes where the
+  block reached the goal (FetchPush's own test), the person's or the policy's, without ending
+  them (a success button that ended the episode would leave `reward.consecutive=2` no second
+  frame to confirm);
 - demos: `roborl demos record robot=fetch_push_hil` while the person drives (HIL-SERL's
-  teleoperated demonstrations), successes only;
+  teleoperated demonstrations), successes only: here the referee does press the driver's
+  `~/success` (std_srvs/Trigger), which ends a demo on the step the block reaches the goal;
 - training: `roborl train algo=rlpd robot=fetch_push_hil collector=actor_learner demos=...
   reward=classifier` with the classifier `hil_manipulation.py` trained (the same renderer and
   camera key, `image`), the person on /joy.
@@ -167,18 +171,20 @@ def markdown(result: dict[str, Any]) -> str:
         f"Machine: {result['machine']}; wall {result['wall_s'] / 60:.1f} min.",
         "",
         f"`sim-robot env=fetch_push_pixels` at {a['rate']} steps/s ({a['px']} px camera), "
-        "`scripted-human expert=fetch_push` on /joy, a referee on the driver's `~/success`, "
+        "`scripted-human expert=fetch_push` on /joy, a referee counting true successes, "
         f"`roborl train algo=rlpd robot=fetch_push_hil collector=actor_learner`, {a['steps']} "
         f"steps, {a['demos']} demos recorded over ROS 2 while the person drove, reward = the "
         f"classifier `{a['classifier']}` (threshold {a['threshold']}, 2 consecutive frames).",
         "",
         f"- demos: {result['demos']}",
-        f"- training episodes: {result['episodes']}; the referee marked {result['referee_calls']}"
-        " true successes (the person's or the policy's)",
+        f"- training episodes: {result['episodes']}; the referee saw the block reach the goal "
+        f"{result['referee_calls']} times (the person's or the policy's doing)",
         f"- the person: {person.get('takeovers')} takeovers, intervening on "
         f"{person.get('intervening_share', float('nan')):.2f} of its "
         f"{person.get('ticks')} ticks",
-        f"- the reward fired on {result['reward_fired']}",
+        f"- the reward fired on {result['reward_fired']['fired_frames']} frames (no precision: "
+        "the robot labels them with its success button, not pressed in training; the referee "
+        "counts true successes)",
         f"- the actor's control rate: {result['actor_rate_hz']}",
         "",
         "| step | robot time (s) | learner updates | episodes ended | paid by the classifier |",
@@ -193,9 +199,15 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render(path: Path) -> None:
+    """Re-write RESULT.json's .md (after notes were added to the JSON)."""
+    path.with_suffix(".md").write_text(markdown(json.loads(path.read_text())))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--classifier", type=Path, required=True, help="from hil_manipulation.py")
+    p.add_argument("--classifier", type=Path, help="from hil_manipulation.py")
+    p.add_argument("--render", type=Path, default=None, help="only re-render RESULT.json's .md")
     p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--demos", type=int, default=10)
     p.add_argument("--rate", type=float, default=25.0, help="steps/s (Fetch's real time: 25)")
@@ -213,6 +225,10 @@ def main() -> None:
     p.add_argument("--work", type=Path, default=Path("/tmp/roborl_hil_manipulation_ros"))
     p.add_argument("--name", default="hil_manipulation_ros")
     a = p.parse_args()
+    if a.render:
+        return render(a.render)
+    if a.classifier is None:
+        p.error("--classifier DIR is required (a classifier from hil_manipulation.py)")
     a.work.mkdir(parents=True, exist_ok=True)
     env = ros_env(a.domain)
     env["MUJOCO_GL"] = env.get("MUJOCO_GL", "egl")
@@ -222,6 +238,7 @@ def main() -> None:
     t0 = time.time()
     sim = node(
         ["sim-robot", "env=fetch_push_pixels", f"env.kwargs.image_size={a.px}",
+         "env.kwargs.end_on_success=false", "env.kwargs.max_episode_steps=1000000",
          "cameras=[render]", "transport=rclpy", f"rate_hz={a.rate}", "on_terminate=hold",
          f"seed={a.seed}"],
         env, a.work / "sim.log",
@@ -229,8 +246,9 @@ def main() -> None:
     referee = None
     try:
         wait_line(a.work / "sim.log", "sim_robot_start", 120)
-        referee = Referee(block_on_goal)
+        referee = Referee(block_on_goal, call=True)  # demos end on the success button
         demos = record_demos(a, env, a.work)
+        referee.call = False  # training episodes end on the classifier or the step limit
         wrote = [x for x in (a.work / "demos_ros.log").read_text().splitlines() if "wrote" in x]
         demo_info = wrote[-1] if wrote else str(demos)
         calls_before = referee.calls
@@ -254,7 +272,9 @@ def main() -> None:
         "episodes": sum(p["episodes"] for p in curves),
         "person": person_counts(a.work / "train_person.log"),
         "actor_rate_hz": rates,
-        "reward_fired": fired_precision(run_dir),
+        # The robot labels a fired frame with its success button, not pressed in training:
+        # the labels say nothing about the task, so no precision (the referee counts instead).
+        "reward_fired": {**(fired_precision(run_dir) or {"fired_frames": 0}), "precision": None},
         "curve": curves,
         "run_dir": str(run_dir),
     }
