@@ -68,7 +68,9 @@ def test_bad_arguments_name_the_argument(kwargs: dict) -> None:
         FetchPixelEnv(**kwargs)
 
 
-def test_playing_on_after_success_gives_many_success_frames_and_the_expert_holds_the_block() -> None:
+def test_playing_on_after_success_gives_many_success_frames_and_the_expert_holds_the_block() -> (
+    None
+):
     """`end_on_success=False` is how the classifier's frames are recorded: the episode runs to
     its step limit, reward and `info["success"]` follow the task each step, and the expert,
     once the block is on the goal, stops moving the gripper so the block stays there."""
