@@ -49,15 +49,21 @@ from hil import Referee, node, ros_env, stop, wait_line  # the ROS helpers of hi
 from hil_manipulation import fired_precision
 
 OUT = Path(__file__).parent / "results"
-SUCCESS_DISTANCE = 0.05  # FetchPush's own success test: block within 5 cm of the goal
 
 
-def block_on_goal(msg: Any) -> bool:
-    """FetchPush's own success test on sim-robot's JointState: block within 5 cm of the goal."""
-    at = dict(zip(msg.name, msg.position))
-    block = np.array([at["block_x"], at["block_y"], at["block_z"]])
-    goal = np.array([at["goal_x"], at["goal_y"], at["goal_z"]])
-    return bool(np.linalg.norm(block - goal) < SUCCESS_DISTANCE)
+def block_on_goal() -> Any:
+    """FetchPush's own success test on sim-robot's JointState: block within 5 cm of the goal
+    (the error the scripted person's expert measures)."""
+    from roborl.robots.nodes.scripted_human import FetchPushExpert
+    from roborl.sim.benchmarks.fetch_pixels import SUCCESS_DISTANCE
+
+    expert = FetchPushExpert()
+
+    def done(msg: Any) -> bool:
+        expert.set_state(list(msg.name), list(msg.position))
+        return expert.error() < SUCCESS_DISTANCE
+
+    return done
 
 
 def robot_args(a: argparse.Namespace) -> list[str]:
@@ -246,7 +252,7 @@ def main() -> None:
     referee = None
     try:
         wait_line(a.work / "sim.log", "sim_robot_start", 120)
-        referee = Referee(block_on_goal, call=True)  # demos end on the success button
+        referee = Referee(block_on_goal(), call=True)  # demos end on the success button
         demos = record_demos(a, env, a.work)
         referee.call = False  # training episodes end on the classifier or the step limit
         wrote = [x for x in (a.work / "demos_ros.log").read_text().splitlines() if "wrote" in x]

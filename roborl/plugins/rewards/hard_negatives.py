@@ -110,7 +110,7 @@ def retrain_with_hard_negatives(
     paths = [data] if isinstance(data, str) else list(data)
     config = train_classifier([*paths, str(extra)], out, log=log, **train_options)
     report = {"count": n, "true_successes_fired": true_fired, "file": str(extra)}
-    threshold = float(train_options.get("threshold", 0.5))
+    threshold = float(config["threshold"])  # the one the new model was evaluated at
     report["threshold"] = threshold
     if model is not None:
         report["fp_rate_before"] = false_positive_rate(model, negatives, threshold)

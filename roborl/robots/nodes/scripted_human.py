@@ -129,7 +129,7 @@ class TabletopExpert:
         self.joints = ["gx", "gy"] + [f"{c}_{a}" for c in COLORS for a in "xy"]
         self._qadr = self.env._qadr
         self.instruction = self.env.instruction
-        self.n_action = 2
+        self.n_action, self.commands = 2, "2 gripper velocities"
 
     def set_state(self, names: list[str], positions: list[float]) -> np.ndarray:
         """Write the scene's joints from a JointState; returns the blocks' (the gripper moves
@@ -157,7 +157,7 @@ class FetchPushExpert:
     def __init__(self) -> None:
         self.values = np.zeros(len(self.joints))
         self.instruction = "push the block onto the goal (FetchPush)"
-        self.n_action = 4
+        self.n_action, self.commands = 4, "(dx, dy, dz, gripper)"
 
     def set_state(self, names: list[str], positions: list[float]) -> np.ndarray:
         """Read the scene from a JointState; returns block and goal (a jump is a new episode:
@@ -276,12 +276,10 @@ def scripted_human(argv: list[str]) -> int:
     if opts.expert not in EXPERTS:
         raise ConfigError(f"expert={opts.expert!r}: accepted are {', '.join(EXPERTS)}.")
     expert = TabletopExpert(int(opts.task)) if opts.expert == "tabletop" else FetchPushExpert()
-    needs = {"tabletop": (2, "2 gripper velocities", "tabletop"),
-             "fetch_push": (4, "(dx, dy, dz, gripper)", "fetch_push")}[opts.expert]  # fmt: skip
-    if n_action != needs[0]:
+    if n_action != expert.n_action:
         raise ConfigError(
-            f"the {opts.expert} expert commands {needs[1]}; robot command joints give "
-            f"{n_action} (use robot={needs[2]} or a config like it)."
+            f"the {opts.expert} expert commands {expert.commands}; robot command joints give "
+            f"{n_action} (use robot={opts.expert} or a config like it)."
         )
     transport = make_transport(
         opts.transport or robot.get("transport", "auto"), opts.node_name, ros_args=ros_args

@@ -160,20 +160,22 @@ class FetchPixelEnv(gym.Env):
         velocity) for `ROBOT_JOINTS`. A real Fetch reports the end effector's pose and the
         finger opening; the block and the goal stand for what the person (and the task's
         referee) sees, so a robot config lists only the joints the policy may observe."""
-        obs, dt = self._raw["observation"], self.dt
-        goal = self._raw["desired_goal"]
-        block = obs[3:6] if self.task == "push" else np.zeros(3)
+        obs, dt, goal = self._raw["observation"], self.dt, self._raw["desired_goal"]
         # Fetch reports velocities times dt, the block's relative to the gripper's.
-        block_vel = (obs[14:17] + obs[20:23]) / dt if self.task == "push" else np.zeros(3)
-        fingers, finger_vel = (
-            (obs[9:11], obs[23:25]) if self.task == "push" else (obs[3:5], obs[8:10])
-        )
-        grip_vel = (obs[20:23] if self.task == "push" else obs[5:8]) / dt
-        pos = [*obs[:3], fingers.sum(), *block, *goal]
-        vel = [*grip_vel, finger_vel.sum() / dt, *block_vel, 0.0, 0.0, 0.0]
-        joints = {n: (float(p), float(v)) for n, p, v in zip(ROBOT_JOINTS, pos, vel)}
-        if self.task != "push":  # Reach has no block
-            joints = {n: pv for n, pv in joints.items() if not n.startswith("block_")}
+        if self.task == "push":
+            grip_vel, fingers, finger_vel = obs[20:23], obs[9:11], obs[23:25]
+            block = {"block": (obs[3:6], obs[14:17] + obs[20:23])}
+        else:  # Reach has no block
+            grip_vel, fingers, finger_vel, block = obs[5:8], obs[3:5], obs[8:10], {}
+        parts = {
+            "ee": (obs[:3], grip_vel), "gripper": ([fingers.sum()], [finger_vel.sum()]),
+            **block, "goal": (goal, np.zeros(3)),
+        }  # fmt: skip
+        joints = {}
+        for part, (positions, velocities) in parts.items():
+            names = [part] if part == "gripper" else [f"{part}_{a}" for a in "xyz"]
+            for name, p, v in zip(names, positions, velocities):
+                joints[name] = (float(p), float(v) / dt)
         return joints
 
 
