@@ -15,7 +15,9 @@ DEST="${1:-.gpu-wheels}"
 PY="${PYTHON:-.venv/bin/python}"
 mkdir -p "$DEST"
 
-# The dependency closure of roborl (core) + stable-baselines3, from this venv's metadata.
+# The dependency closure of roborl (core) + stable-baselines3 + Gymnasium-Robotics (the
+# manipulation benchmark) + cyclonedds (the teleop channel the scripted person speaks through),
+# from this venv's metadata.
 # Skipped: torch and its CUDA runtime (the box has them) and packages the GPU image already
 # holds (see the device notes), which would only make the carried tree larger.
 mapfile -t PINS < <("$PY" - <<'EOF'
@@ -36,7 +38,8 @@ import tomllib
 
 deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]
 todo = [(re.split(r"[\s<>=!~\[(;]", d, maxsplit=1)[0], "") for d in deps]
-todo += [("stable-baselines3", ""), ("gymnasium", "mujoco")]
+todo += [("stable-baselines3", ""), ("gymnasium", "mujoco"), ("gymnasium-robotics", "")]
+todo += [("cyclonedds", "")]
 while todo:
     name, extra = todo.pop()
     key = norm(name)

@@ -221,6 +221,11 @@ def test_vector_observations_are_refused_with_a_pointer_to_sac() -> None:
         DrQ(gym.spaces.Box(-1, 1, (4,)), ACT, DrQConfig())
 
 
+def test_an_image_too_small_for_the_conv_stack_names_the_camera_and_the_remedy() -> None:
+    with pytest.raises(ConfigError, match=r"camera 'image' is 16x16 px.*conv_strided"):
+        make(conv_strided=2)  # 16 -> 7 -> 3 -> 1: below a 3x3 kernel
+
+
 def test_subset_larger_than_the_ensemble_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match=r"critic_subsample=3 exceeds algo\.num_critics=2"):
         build_config(DrQConfig, {"critic_subsample": 3})

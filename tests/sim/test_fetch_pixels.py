@@ -62,7 +62,53 @@ def test_scripted_push_expert_succeeds_where_random_actions_do_not() -> None:
     assert expert >= 0.9 and random <= 0.5 and expert > random
 
 
-@pytest.mark.parametrize("kwargs", [{"task": "pick"}, {"image_size": 8}, {"max_episode_steps": 0}])
+def test_privileged_block_puts_the_block_and_its_offset_from_the_gripper_in_the_state() -> None:
+    env = FetchPixelEnv("push", image_size=16, privileged_block=True)
+    obs, _ = env.reset(seed=3)
+    assert env.observation_space.contains(obs)
+    raw = env._raw["observation"]
+    block, grip = raw[3:6], raw[0:3]
+    np.testing.assert_allclose(obs["state"][-9:-6], block, rtol=1e-6)
+    np.testing.assert_allclose(obs["state"][-6:-3], block - grip, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(obs["state"][-3:], env._raw["desired_goal"], rtol=1e-6)
+    plain = FetchPixelEnv("push", image_size=16)
+    assert plain.observation_space["state"].shape[0] + 6 == obs["state"].shape[0]
+    env.close()
+    plain.close()
+
+
+def test_normalized_state_puts_positions_in_workspace_units_and_keeps_the_information() -> None:
+    raw = FetchPixelEnv("push", image_size=16, privileged_block=True)
+    norm = FetchPixelEnv("push", image_size=16, privileged_block=True, normalized_state=True)
+    raw_states, norm_states = [], []
+    for env, states in ((raw, raw_states), (norm, norm_states)):
+        obs, _ = env.reset(seed=5)
+        for _ in range(30):
+            states.append(obs["state"])
+            obs, *_ = env.step(env.expert_action())
+    raw_states, norm_states = np.array(raw_states), np.array(norm_states)
+    # Same scene, same moves: an affine map of the raw state, gripper position first.
+    centre = np.array([1.34, 0.75, 0.42])
+    np.testing.assert_allclose(norm_states[:, :3], (raw_states[:, :3] - centre) / 0.15, atol=1e-5)
+    np.testing.assert_allclose(norm_states[:, -3:], (raw_states[:, -3:] - centre) / 0.15, atol=1e-5)
+    # The entries that move (gripper, its velocity, the block's offset) vary on a unit scale,
+    # where the raw ones vary by centimetres.
+    moving = raw_states.std(0) > 1e-4
+    assert np.all(norm_states.std(0)[moving] > 3 * raw_states.std(0)[moving])
+    assert np.abs(norm_states).max() < 10
+    raw.close()
+    norm.close()
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"task": "pick"},
+        {"image_size": 8},
+        {"max_episode_steps": 0},
+        {"privileged_block": True, "task": "reach"},
+    ],
+)
 def test_bad_arguments_name_the_argument(kwargs: dict) -> None:
     with pytest.raises(ConfigError, match=next(iter(kwargs))):
         FetchPixelEnv(**kwargs)

@@ -121,8 +121,15 @@ class ObsEncoder(nn.Module):
             h, w, c = shape[-3:]
             k = shape[0] if len(shape) == 4 else 1
             conv = conv_net(k * c, channels, layers, strided)
-            with torch.no_grad():
-                n = conv(torch.zeros(1, k * c, h, w)).shape[1]
+            try:
+                with torch.no_grad():
+                    n = conv(torch.zeros(1, k * c, h, w)).shape[1]
+            except RuntimeError:
+                raise ConfigError(
+                    f"camera {key!r} is {h}x{w} px: too small for {layers} 3x3 conv layers of "
+                    f"which {strided} have stride 2 (the image shrinks below the kernel); use a "
+                    "larger env image size, or fewer algo.conv_layers / algo.conv_strided."
+                ) from None
             self.convs[key] = conv
             self.trunks[key] = nn.Sequential(
                 nn.Linear(n, feature_dim), nn.LayerNorm(feature_dim), nn.Tanh()

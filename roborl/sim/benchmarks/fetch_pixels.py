@@ -53,6 +53,27 @@ _PROPRIO = {  # indices of the robot's own readings in Fetch's `observation` vec
     "push": [0, 1, 2, 9, 10, 20, 21, 22, 23, 24],
     "reach": list(range(10)),
 }
+_BLOCK = [3, 4, 5, 6, 7, 8]
+_WORKSPACE_CENTRE = np.array(CAMERA["lookat"])  # the table's centre, where blocks and goals lie
+_WORKSPACE_HALF_SIZE = 0.15  # Fetch samples blocks and goals within 15 cm of the start
+
+
+def _units(n: int, positions: list[int], offsets: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(offset, scale) per entry of Fetch's `observation` vector for ``normalized_state``:
+    absolute positions relative to the workspace centre and offsets between positions over the
+    workspace's half size; finger openings and per-step velocities over 5 cm (Fetch's largest
+    move a step)."""
+    offset, scale = np.zeros(n), np.full(n, _MOVE)
+    for i in positions:
+        offset[i], scale[i] = _WORKSPACE_CENTRE[i % 3], _WORKSPACE_HALF_SIZE
+    scale[offsets] = _WORKSPACE_HALF_SIZE
+    return offset, scale
+
+
+_UNITS = {"push": _units(25, [0, 1, 2, 3, 4, 5], [6, 7, 8]), "reach": _units(10, [0, 1, 2], [])}
+"""The block's position and its offset from the gripper in Fetch's `observation` vector:
+appended to the state only with ``privileged_block=True``, a diagnostic that takes finding the
+block away from vision (not HIL-SERL's setting, where only the camera sees the object)."""
 
 
 class FetchPixelEnv(gym.Env):
@@ -67,11 +88,15 @@ class FetchPixelEnv(gym.Env):
         max_episode_steps: int = 50,
         render_mode: str | None = "rgb_array",
         end_on_success: bool = True,
+        privileged_block: bool = False,
+        normalized_state: bool = False,
     ) -> None:
         if task not in TASKS:
             raise ConfigError(f"FetchPixelEnv task={task!r}: accepted are {', '.join(TASKS)}")
         if not 16 <= int(image_size) <= 256:
             raise ConfigError(f"FetchPixelEnv image_size={image_size} must lie in [16, 256]")
+        if privileged_block and task != "push":
+            raise ConfigError("FetchPixelEnv privileged_block=true needs task=push (a block)")
         if int(max_episode_steps) < 1:
             raise ConfigError(f"FetchPixelEnv max_episode_steps={max_episode_steps} must be >= 1")
         os.environ.setdefault("MUJOCO_GL", "egl")
@@ -82,12 +107,14 @@ class FetchPixelEnv(gym.Env):
         self.image_size = int(image_size)
         self.max_episode_steps = int(max_episode_steps)
         self.end_on_success = bool(end_on_success)
+        self.privileged_block = bool(privileged_block)
+        self.normalized_state = bool(normalized_state)
         self.render_mode = render_mode
         self._inner = make_fetch(
             TASKS[task], render_mode="rgb_array", width=self.image_size,
             height=self.image_size, default_camera_config=camera,
         ).unwrapped  # fmt: skip
-        n_state = len(_PROPRIO[task]) + 3
+        n_state = len(self._state_indices()) + 3
         self.observation_space = gym.spaces.Dict(
             {
                 "image": gym.spaces.Box(0, 255, (self.image_size, self.image_size, 3), np.uint8),
@@ -127,10 +154,17 @@ class FetchPixelEnv(gym.Env):
     def close(self) -> None:
         self._inner.close()
 
+    def _state_indices(self) -> list[int]:
+        return _PROPRIO[self.task] + (_BLOCK if self.privileged_block else [])
+
     def _obs(self) -> dict[str, np.ndarray]:
-        state = np.concatenate(
-            [self._raw["observation"][_PROPRIO[self.task]], self._raw["desired_goal"]]
-        )
+        indices = self._state_indices()
+        state = np.concatenate([self._raw["observation"][indices], self._raw["desired_goal"]])
+        if self.normalized_state:
+            offset, scale = _UNITS[self.task]
+            offset = np.concatenate([offset[indices], _WORKSPACE_CENTRE])
+            scale = np.concatenate([scale[indices], [_WORKSPACE_HALF_SIZE] * 3])
+            state = (state - offset) / scale
         return {"image": self.render(), "state": state.astype(np.float32)}
 
     # -- task state --------------------------------------------------------------------------
