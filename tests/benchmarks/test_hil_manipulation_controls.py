@@ -1,0 +1,45 @@
+"""benchmarks/hil_manipulation_controls.py reads control runs back from the directories
+`roborl train` writes: each run's own overrides, its policy-only evaluations and its speed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import hil_manipulation_controls as controls  # noqa: E402
+
+
+def train(run_dir: Path, seed: int) -> None:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "roborl.core.cli", "train", "algo=drq", "algo.batch_size=16",
+         "algo.conv_channels=8", "env=tabletop_reach_pixels_state", "env.kwargs.image_size=32",
+         "total_steps=300", "learning_starts=100", "eval_every=150", "eval_episodes=2",
+         "progress=false", "log_every=100", f"seed={seed}", f"hydra.run.dir={run_dir}"],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_controls_are_read_from_the_runs_own_files(tmp_path: Path) -> None:
+    runs = [tmp_path / "a", tmp_path / "b"]
+    for seed, run in enumerate(runs):
+        train(run, seed)
+    result = controls.summarise({"reach": runs})["reach"]
+    for seed, run in enumerate(result["runs"]):
+        assert "total_steps=300" in run["overrides"] and f"seed={seed}" in run["overrides"]
+        assert run["steps_reached"] == 300 and run["status"] == "finished"
+        rows = [json.loads(x) for x in (runs[seed] / "metrics.jsonl").read_text().splitlines()]
+        logged = [(r["step"], r["eval/success_rate"]) for r in rows if "eval/success_rate" in r]
+        assert run["success"] == logged and len(logged) == 2
+        assert run["final_success"] == logged[-1][1]
+        assert run["median_sps"] > 0
+    assert result["finals"] == [r["final_success"] for r in result["runs"]]
+    table = controls.markdown({"command": "test", "groups": {"reach": result}})
+    assert table.count("| reach |") == 2 and "env=tabletop_reach_pixels_state" in table
