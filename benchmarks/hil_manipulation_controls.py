@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import statistics
 import sys
 from pathlib import Path
@@ -120,7 +121,7 @@ def main() -> None:
         if missing:
             raise SystemExit(f"{label}: no metrics.jsonl in {', '.join(missing)}")
     result = {
-        "command": " ".join(["python", *sys.argv]),
+        "command": shlex.join(["python", *sys.argv]),
         "groups": summarise(groups),
         "notes": a.notes.read_text() if a.notes else "",
     }
