@@ -14,7 +14,8 @@ only reads them, so a control run anywhere (another machine, a GPU box) can be a
 
 Each positional argument is LABEL=RUN_DIR[,RUN_DIR...]; the JSON and a Markdown table go to
 benchmarks/results/NAME.json/.md, with NOTES.md (what was measured where, and the reading)
-appended to the Markdown.
+appended to the Markdown. `--probe LABEL=CHECKPOINT,DEMOS` adds the critic's action gap on the
+demos' states (`action_gap`).
 """
 
 from __future__ import annotations
@@ -75,6 +76,44 @@ def summarise(groups: dict[str, list[Path]]) -> dict[str, Any]:
     return out
 
 
+def action_gap(checkpoint: Path, demos: Path) -> dict[str, float]:
+    """How much a trained pixel critic's Q depends on the action, on the demos' own states: the
+    ensemble-mean Q of the expert's action, the policy's deterministic action, a zero action
+    and uniform random actions, and how often the critic ranks the expert above the policy.
+    A critic whose Q barely moves with the action gives its actor only noise to climb."""
+    import numpy as np
+    import torch
+
+    from roborl.core.algorithms import algorithm_from_checkpoint
+    from roborl.core.cli.common import load_host
+
+    algo, _ = algorithm_from_checkpoint(load_host(), checkpoint, "cpu")
+    data = np.load(demos)
+    prefix = "observations/"
+    obs = {k[len(prefix) :]: torch.as_tensor(data[k]) for k in data.files if k.startswith(prefix)}
+    expert = algo.scaler.to_unit(torch.as_tensor(data["actions"]))
+    with torch.no_grad():
+        feat = algo.features(obs)
+        policy = algo.actor.deterministic(feat)
+
+        def q(actions: torch.Tensor) -> torch.Tensor:
+            return algo.critic(torch.cat([feat, actions], -1)).squeeze(-1).mean(0)
+
+        q_expert, q_policy, q_zero = q(expert), q(policy), q(torch.zeros_like(policy))
+        gen = torch.Generator().manual_seed(0)
+        randoms = [q(torch.rand(policy.shape, generator=gen) * 2 - 1) for _ in range(8)]
+        cosine = torch.nn.functional.cosine_similarity(policy[:, :3], expert[:, :3], dim=-1)
+    return {
+        "states": len(expert),
+        "q_expert": float(q_expert.mean()),
+        "q_policy": float(q_policy.mean()),
+        "q_zero": float(q_zero.mean()),
+        "q_random": float(torch.stack(randoms).mean()),
+        "expert_ranked_above_policy": float((q_expert > q_policy).float().mean()),
+        "policy_expert_cosine": float(cosine.mean()),
+    }
+
+
 def markdown(result: dict[str, Any]) -> str:
     lines = [
         "# Issue 33 controls: what keeps RLPD at the floor on FetchPush",
@@ -100,6 +139,21 @@ def markdown(result: dict[str, Any]) -> str:
         first = group["runs"][0]
         shown = [o for o in first["overrides"] if not o.startswith(("seed=", "hydra."))]
         lines.append(f"- {label} (torch {first['torch']}): `{' '.join(shown)}`")
+    if result.get("probes"):
+        lines += [
+            "",
+            "The critic's action gap on the demos' states (`--probe`: ensemble-mean Q):",
+            "",
+            "| run | Q(expert action) | Q(policy action) | Q(zero) | Q(random) | expert ranked "
+            "above policy | cos(policy, expert) moves |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for label, g in result["probes"].items():
+            lines.append(
+                f"| {label} | {g['q_expert']:.3f} | {g['q_policy']:.3f} | {g['q_zero']:.3f} | "
+                f"{g['q_random']:.3f} | {g['expert_ranked_above_policy']:.2f} | "
+                f"{g['policy_expert_cosine']:.2f} |"
+            )
     if result.get("notes"):
         lines += ["", result["notes"].rstrip()]
     return "\n".join(lines) + "\n"
@@ -110,6 +164,7 @@ def main() -> None:
     p.add_argument("groups", nargs="+", help="LABEL=RUN_DIR[,RUN_DIR...]")
     p.add_argument("--name", default="hil_manipulation_controls")
     p.add_argument("--notes", type=Path, default=None, help="Markdown appended to the table")
+    p.add_argument("--probe", action="append", default=[], help="LABEL=CHECKPOINT,DEMOS")
     a = p.parse_args()
     groups: dict[str, list[Path]] = {}
     for spec in a.groups:
@@ -120,9 +175,17 @@ def main() -> None:
         missing = [str(d) for d in groups[label] if not (d / "metrics.jsonl").exists()]
         if missing:
             raise SystemExit(f"{label}: no metrics.jsonl in {', '.join(missing)}")
+    probes: dict[str, Any] = {}
+    for spec in a.probe:
+        label, sep, paths = spec.partition("=")
+        checkpoint, comma, demos = paths.partition(",")
+        if not sep or not comma:
+            raise SystemExit(f"--probe expects LABEL=CHECKPOINT,DEMOS, got {spec!r}")
+        probes[label] = action_gap(Path(checkpoint), Path(demos))
     result = {
         "command": shlex.join(["python", *sys.argv]),
         "groups": summarise(groups),
+        "probes": probes,
         "notes": a.notes.read_text() if a.notes else "",
     }
     (OUT / f"{a.name}.json").write_text(json.dumps(result, indent=1))

@@ -43,3 +43,30 @@ def test_controls_are_read_from_the_runs_own_files(tmp_path: Path) -> None:
     assert result["finals"] == [r["final_success"] for r in result["runs"]]
     table = controls.markdown({"command": "test", "groups": {"reach": result}})
     assert table.count("| reach |") == 2 and "env=tabletop_reach_pixels_state" in table
+
+
+def test_action_gap_of_a_critic_on_its_own_policys_actions_is_zero(tmp_path: Path) -> None:
+    """Demos whose actions are the policy's own (in env units): the probe must find Q(expert)
+    equal to Q(policy) and the two actions parallel, else it mixes up units or rows."""
+    import numpy as np
+
+    from roborl.core.algorithms import algorithm_from_checkpoint
+    from roborl.core.cli.common import load_host
+
+    run = tmp_path / "run"
+    train(run, 0)
+    checkpoint = run / "checkpoints" / "last.pt"
+    algo, _ = algorithm_from_checkpoint(load_host(), checkpoint, "cpu")
+    rng = np.random.default_rng(0)
+    obs = {
+        "image": rng.integers(0, 256, (64, 32, 32, 3), dtype=np.uint8),
+        "state": rng.uniform(-1, 1, (64, 4)).astype(np.float32),
+    }
+    actions = algo.act(obs, deterministic=True)
+    demos = tmp_path / "demos.npz"
+    np.savez(demos, **{f"observations/{k}": v for k, v in obs.items()}, actions=actions)
+    gap = controls.action_gap(checkpoint, demos)
+    assert gap["states"] == 64
+    assert abs(gap["q_expert"] - gap["q_policy"]) < 1e-4 and gap["expert_ranked_above_policy"] == 0
+    assert gap["policy_expert_cosine"] > 0.999
+    assert all(np.isfinite(v) for v in gap.values())
