@@ -71,6 +71,7 @@ def env_args(a: argparse.Namespace) -> list[str]:
         "env=fetch_push_pixels",
         f"env.kwargs.image_size={a.px}",
         "env.kwargs.end_on_success=false",
+        f"env.kwargs.normalized_state={str(a.normalized_state).lower()}",
     ]
 
 
@@ -143,7 +144,7 @@ def hard_negatives(a: argparse.Namespace, prep: dict[str, Any], work: Path) -> d
     probe, model = work / "probe", work / "classifier_relabelled"
     if not (probe / "summary.json").exists():
         roborl(
-            "train", *algo_args(a, "rlpd"), person_arg(a),
+            "train", *algo_args(a, a.algo), person_arg(a),
             *common_overrides(a, prep, steps=a.probe_steps), "seed=999", f"hydra.run.dir={probe}",
             log=work / "probe.log",
         )  # fmt: skip
@@ -178,7 +179,7 @@ def common_overrides(
 
 def run_compare(a: argparse.Namespace, prep: dict[str, Any], work: Path) -> dict[str, Any]:
     """The two RLPD arms through `roborl compare` (AdaStop on policy-only success)."""
-    rl = algo_args(a, "rlpd")
+    rl = algo_args(a, a.algo)
     hil = " ".join(["rlpd_hil:", *rl, person_arg(a)])
     roborl(
         "compare", hil, " ".join(["rlpd:", *rl]), *common_overrides(a, prep),
@@ -258,7 +259,8 @@ def markdown(result: dict[str, Any]) -> str:
         f"Machine: {result['machine']}; wall {result['wall_s'] / 60:.1f} min.",
         "",
         f"FetchPush-v4 (`env=fetch_push_pixels`), {a['px']}x{a['px']} camera + proprioception "
-        f"+ goal; {a['steps']} env steps per run = {a['steps'] / HZ / 60:.1f} min of robot "
+        f"+ goal{' (state in workspace units)' if a.get('normalized_state') else ''}; RL arms "
+        f"`algo={a.get('algo', 'rlpd')}`; {a['steps']} env steps per run = {a['steps'] / HZ / 60:.1f} min of robot "
         f"time at {HZ:.0f} Hz; {a['seeds']} seeds per arm; {a['demos']} scripted demos; reward ="
         f" roborl's classifier only (threshold {a['threshold']}, "
         f"{a.get('consecutive', 2)} consecutive frames; after "
@@ -311,6 +313,14 @@ def main() -> None:
     p.add_argument("--bc-seeds", type=int, default=None, help="BC arm's seeds (default --seeds)")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--px", type=int, default=48)
+    p.add_argument(
+        "--algo", choices=("rlpd", "serl"), default="rlpd",
+        help="the RL arms' algorithm: rlpd, or serl (RLPD with SERL's values: discount 0.96)",
+    )  # fmt: skip
+    p.add_argument(
+        "--normalized-state", action="store_true",
+        help="the state in workspace units (env.kwargs.normalized_state=true)",
+    )  # fmt: skip
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--channels", type=int, default=16)
     p.add_argument("--strided", type=int, default=2)

@@ -21,6 +21,8 @@ STEPS="${STEPS:-36000}"
 SEEDS="${SEEDS:-4}"
 BC_SEEDS="${BC_SEEDS:-3}"
 PRIVILEGED_SEEDS="${PRIVILEGED_SEEDS:-2}"
+RL_ALGO="${RL_ALGO:-rlpd}"         # or serl: RLPD with SERL's values (discount 0.96)
+NORMALIZED="${NORMALIZED:-false}"  # true: state in workspace units (demos recorded so too)
 OUT="${OUT:-/tmp/hil_gpu_out}"
 WORK=/tmp/hil_gpu
 mkdir -p "$OUT" "$WORK"
@@ -52,6 +54,7 @@ echo "ready after $(( $(date +%s) - START )) s"
 
 COMMON=(
     env=fetch_push_pixels env.kwargs.image_size=48 env.kwargs.end_on_success=false
+    env.kwargs.normalized_state="$NORMALIZED"
     total_steps="$STEPS" learning_starts=500 eval_every=3000 eval_episodes=20
     checkpoint_every="$STEPS" log_every=1000 progress=false torch_threads=1 device="$DEVICE"
 )
@@ -71,7 +74,7 @@ launch() {  # arm seed overrides...
 }
 # Pre-flight: a few updates of each algorithm on CUDA with the scripted person, so a broken
 # box (a missing wheel) fails in seconds.
-for algo in rlpd pixel_bc; do
+for algo in "$RL_ALGO" pixel_bc; do
     "$PY" -m roborl.core.cli train algo=$algo "${ALGO[@]}" "$PERSON" "${COMMON[@]}" "${LEARNED[@]}" total_steps=120 \
         learning_starts=60 eval_every=120 eval_episodes=1 checkpoint_every=120 demo_fraction=0.5 \
         hydra.run.dir="$WORK/preflight_$algo" > "$WORK/preflight_$algo.log" 2>&1 \
@@ -79,15 +82,15 @@ for algo in rlpd pixel_bc; do
 done
 echo "pre-flight passed after $(( $(date +%s) - START )) s"
 for s in $(seq 0 $((SEEDS - 1))); do
-    launch rlpd_hil "$s" algo=rlpd "${ALGO[@]}" "$PERSON" "${LEARNED[@]}"
-    launch rlpd "$s" algo=rlpd "${ALGO[@]}" "${LEARNED[@]}"
+    launch rlpd_hil "$s" algo="$RL_ALGO" "${ALGO[@]}" "$PERSON" "${LEARNED[@]}"
+    launch rlpd "$s" algo="$RL_ALGO" "${ALGO[@]}" "${LEARNED[@]}"
 done
 for s in $(seq 0 $((BC_SEEDS - 1))); do
     launch bc_hil "$((100 + s))" algo=pixel_bc "${ALGO[@]}" "$PERSON" demo_fraction=1.0 \
         "${LEARNED[@]}"
 done
 for s in $(seq 0 $((PRIVILEGED_SEEDS - 1))); do
-    launch rlpd_hil_privileged "$s" algo=rlpd "${ALGO[@]}" "$PERSON" "${PRIVILEGED[@]}"
+    launch rlpd_hil_privileged "$s" algo="$RL_ALGO" "${ALGO[@]}" "$PERSON" "${PRIVILEGED[@]}"
 done
 wait
 echo "runs stopped after $(( $(date +%s) - START )) s"
