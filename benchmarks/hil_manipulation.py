@@ -260,8 +260,8 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         f"FetchPush-v4 (`env=fetch_push_pixels`), {a['px']}x{a['px']} camera + proprioception "
         f"+ goal{' (state in workspace units)' if a.get('normalized_state') else ''}; RL arms "
-        f"`algo={a.get('algo', 'rlpd')}`; {a['steps']} env steps per run = {a['steps'] / HZ / 60:.1f} min of robot "
-        f"time at {HZ:.0f} Hz; {a['seeds']} seeds per arm; {a['demos']} scripted demos; reward ="
+        f"`algo={a.get('algo', 'rlpd')}`; {a['steps']} env steps per run = "
+        f"{a['steps'] / HZ / 60:.1f} min of robot time at {HZ:.0f} Hz; {a['seeds']} seeds per arm; {a['demos']} scripted demos; reward ="
         f" roborl's classifier only (threshold {a['threshold']}, "
         f"{a.get('consecutive', 2)} consecutive frames; after "
         f"the hard-negative round, held-out TPR {c['val_tpr']:.2f}, TNR {c['val_tnr']:.2f} on "

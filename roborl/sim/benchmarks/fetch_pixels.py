@@ -54,6 +54,9 @@ _PROPRIO = {  # indices of the robot's own readings in Fetch's `observation` vec
     "reach": list(range(10)),
 }
 _BLOCK = [3, 4, 5, 6, 7, 8]
+"""The block's position and its offset from the gripper in Fetch's `observation` vector:
+appended to the state only with ``privileged_block=True``, a diagnostic that takes finding the
+block away from vision (not HIL-SERL's setting, where only the camera sees the object)."""
 _WORKSPACE_CENTRE = np.array(CAMERA["lookat"])  # the table's centre, where blocks and goals lie
 _WORKSPACE_HALF_SIZE = 0.15  # Fetch samples blocks and goals within 15 cm of the start
 
@@ -71,9 +74,6 @@ def _units(n: int, positions: list[int], offsets: list[int]) -> tuple[np.ndarray
 
 
 _UNITS = {"push": _units(25, [0, 1, 2, 3, 4, 5], [6, 7, 8]), "reach": _units(10, [0, 1, 2], [])}
-"""The block's position and its offset from the gripper in Fetch's `observation` vector:
-appended to the state only with ``privileged_block=True``, a diagnostic that takes finding the
-block away from vision (not HIL-SERL's setting, where only the camera sees the object)."""
 
 
 class FetchPixelEnv(gym.Env):
@@ -114,7 +114,16 @@ class FetchPixelEnv(gym.Env):
             TASKS[task], render_mode="rgb_array", width=self.image_size,
             height=self.image_size, default_camera_config=camera,
         ).unwrapped  # fmt: skip
-        n_state = len(self._state_indices()) + 3
+        # The state: the chosen entries of Fetch's `observation` plus the goal, as
+        # (raw - offset) / scale; metres as they are unless ``normalized_state``.
+        self._indices = _PROPRIO[task] + (_BLOCK if self.privileged_block else [])
+        offset, scale = _UNITS[task]
+        goal_offset, goal_scale = _WORKSPACE_CENTRE, np.full(3, _WORKSPACE_HALF_SIZE)
+        self._offset = np.concatenate([offset[self._indices], goal_offset])
+        self._scale = np.concatenate([scale[self._indices], goal_scale])
+        if not self.normalized_state:
+            self._offset, self._scale = np.zeros_like(self._offset), np.ones_like(self._scale)
+        n_state = len(self._offset)
         self.observation_space = gym.spaces.Dict(
             {
                 "image": gym.spaces.Box(0, 255, (self.image_size, self.image_size, 3), np.uint8),
@@ -154,17 +163,9 @@ class FetchPixelEnv(gym.Env):
     def close(self) -> None:
         self._inner.close()
 
-    def _state_indices(self) -> list[int]:
-        return _PROPRIO[self.task] + (_BLOCK if self.privileged_block else [])
-
     def _obs(self) -> dict[str, np.ndarray]:
-        indices = self._state_indices()
-        state = np.concatenate([self._raw["observation"][indices], self._raw["desired_goal"]])
-        if self.normalized_state:
-            offset, scale = _UNITS[self.task]
-            offset = np.concatenate([offset[indices], _WORKSPACE_CENTRE])
-            scale = np.concatenate([scale[indices], [_WORKSPACE_HALF_SIZE] * 3])
-            state = (state - offset) / scale
+        raw = np.concatenate([self._raw["observation"][self._indices], self._raw["desired_goal"]])
+        state = (raw - self._offset) / self._scale
         return {"image": self.render(), "state": state.astype(np.float32)}
 
     # -- task state --------------------------------------------------------------------------
