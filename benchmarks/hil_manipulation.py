@@ -72,6 +72,7 @@ def env_args(a: argparse.Namespace) -> list[str]:
         f"env.kwargs.image_size={a.px}",
         "env.kwargs.end_on_success=false",
         f"env.kwargs.normalized_state={str(a.normalized_state).lower()}",
+        f"env.kwargs.cameras=[{a.cameras}]",
     ]
 
 
@@ -258,7 +259,8 @@ def markdown(result: dict[str, Any]) -> str:
         f"Command: `{result['command']}`  ",
         f"Machine: {result['machine']}; wall {result['wall_s'] / 60:.1f} min.",
         "",
-        f"FetchPush-v4 (`env=fetch_push_pixels`), {a['px']}x{a['px']} camera + proprioception "
+        f"FetchPush-v4 (`env=fetch_push_pixels`), {a['px']}x{a['px']} camera"
+        f"{' views (' + a['cameras'] + ')' if ',' in a.get('cameras', '') else ''} + proprioception "
         f"+ goal{' (state in workspace units)' if a.get('normalized_state') else ''}; RL arms "
         f"`algo={a.get('algo', 'rlpd')}`; {a['steps']} env steps per run = "
         f"{a['steps'] / HZ / 60:.1f} min of robot time at {HZ:.0f} Hz; {a['seeds']} seeds per arm; {a['demos']} scripted demos; reward ="
@@ -320,6 +322,10 @@ def main() -> None:
     p.add_argument(
         "--normalized-state", action="store_true",
         help="the state in workspace units (env.kwargs.normalized_state=true)",
+    )  # fmt: skip
+    p.add_argument(
+        "--cameras", default="front",
+        help="the env's cameras, comma-separated: front (default) or front,side (two views)",
     )  # fmt: skip
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--channels", type=int, default=16)

@@ -1,5 +1,5 @@
 """benchmarks/hil_manipulation.py --smoke: HIL-SERL's recipe on FetchPush from pixels end to
-end at toy size (issue 33): demos, classifier, the hard-negative round, the AdaStop pair and
+end at toy size (issue 33), with the two camera views and SERL's values: demos, classifier, the hard-negative round, the AdaStop pair and
 the BC arm, and a report whose figures come from the runs it made."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ def test_smoke_run_reports_every_arm_from_its_own_runs(tmp_path: Path) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline"}
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks/hil_manipulation.py"), "--smoke", "--jobs", "1",
-         "--work", str(tmp_path)],
+         "--cameras", "front,side", "--algo", "serl", "--normalized-state", "--work", str(tmp_path)],
         env=env, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -32,7 +32,8 @@ def test_smoke_run_reports_every_arm_from_its_own_runs(tmp_path: Path) -> None:
     assert sorted(result["compare"]["methods"]) == ["rlpd", "rlpd_hil"]
     assert any("scripted_person" in o for o in result["compare"]["methods"]["rlpd_hil"])
     assert result["adastop"].startswith(result["compare"]["status"])
-    assert (tmp_path / "classifier_relabelled" / "config.json").exists()
+    classifier = json.loads((tmp_path / "classifier_relabelled" / "config.json").read_text())
+    assert classifier["image_keys"] == ["image", "image_side"]  # both views, as the policy's
     assert 0.0 <= result["first_classifier"]["precision_on_probe_fired_frames"] <= 1.0
     report = (tmp_path / "hil_manipulation.md").read_text()
     assert "| rlpd_hil |" in report and "AdaStop" in report

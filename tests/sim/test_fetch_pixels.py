@@ -100,6 +100,54 @@ def test_normalized_state_puts_positions_in_workspace_units_and_keeps_the_inform
     norm.close()
 
 
+def block_pixels(env: FetchPixelEnv) -> list[int]:
+    """Per camera, the pixels that change when the block is made invisible: how much of it
+    each camera sees (0 = hidden, e.g. behind the gripper)."""
+    model = env._inner.model
+    block = model.geom("object0").id
+    seen = [frame.astype(int) for frame in env.frames()]
+    rgba = model.geom_rgba[block].copy()
+    model.geom_rgba[block, 3] = 0.0
+    unseen = [frame.astype(int) for frame in env.frames()]
+    model.geom_rgba[block] = rgba
+    return [int((np.abs(a - b).sum(-1) > 0).sum()) for a, b in zip(seen, unseen)]
+
+
+def test_a_second_camera_is_image_side_and_renders_what_a_side_camera_env_renders() -> None:
+    both = FetchPixelEnv("push", image_size=24, cameras=["front", "side"])
+    front, side = FetchPixelEnv("push", image_size=24), FetchPixelEnv("push", 24, cameras="side")
+    obs, _ = both.reset(seed=4)
+    assert sorted(obs) == ["image", "image_side", "state"]
+    assert both.observation_space.contains(obs)
+    front.reset(seed=4)
+    side.reset(seed=4)
+    for _ in range(10):
+        action = both.expert_action()
+        obs, *_ = both.step(action)
+        np.testing.assert_array_equal(obs["image"], front.step(action)[0]["image"])
+        np.testing.assert_array_equal(obs["image_side"], side.step(action)[0]["image"])
+    assert np.abs(obs["image"].astype(int) - obs["image_side"]).sum() > 0  # two different views
+    np.testing.assert_array_equal(both.render(), obs["image"])
+    for env in (both, front, side):
+        env.close()
+
+
+def test_the_side_camera_sees_the_block_the_gripper_hides_from_the_front_camera() -> None:
+    """Pushing away from the front camera (these two seeds), the gripper hides the block from
+    it for most of the episode; the side camera keeps it in view."""
+    env = FetchPixelEnv("push", image_size=32, cameras=["front", "side"], end_on_success=False)
+    front_seen, any_seen = [], []
+    for seed in (3, 4):
+        env.reset(seed=seed)
+        for _ in range(50):
+            env.step(env.expert_action())
+            pixels = block_pixels(env)
+            front_seen.append(pixels[0] > 0)
+            any_seen.append(max(pixels) > 0)
+    env.close()
+    assert np.mean(front_seen) < 0.5 and np.mean(any_seen) > 0.9
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [
@@ -107,6 +155,9 @@ def test_normalized_state_puts_positions_in_workspace_units_and_keeps_the_inform
         {"image_size": 8},
         {"max_episode_steps": 0},
         {"privileged_block": True, "task": "reach"},
+        {"cameras": ["top"]},
+        {"cameras": []},
+        {"cameras": ["side", "side"]},
     ],
 )
 def test_bad_arguments_name_the_argument(kwargs: dict) -> None:
