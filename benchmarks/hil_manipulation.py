@@ -344,6 +344,10 @@ def main() -> None:
     p.add_argument("--max-takeover-s", type=float, default=1.0)
     p.add_argument("--work", type=Path, default=None, help="keep runs here (resumable)")
     p.add_argument("--name", default="hil_manipulation")
+    p.add_argument(
+        "--prepare-only", action="store_true",
+        help="make the demos and the classifier (both rounds) in --work, then stop",
+    )  # fmt: skip
     p.add_argument("--smoke", action="store_true", help="toy sizes: the pipeline end to end")
     p.add_argument("--render", type=Path, default=None, help="only re-render RESULT.json's .md")
     a = p.parse_args()
@@ -359,6 +363,9 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     prep = hard_negatives(a, prepare(a, work), work)
+    if a.prepare_only:
+        print(f"demos and classifier in {work}: {json.dumps(prep['classifier'])}")
+        return
     compare = run_compare(a, prep, work)
     bc_dirs = run_bc(a, prep, work)
     runs = collect(a, work, bc_dirs)

@@ -8,16 +8,15 @@ are flattened and concatenated to the image features unchanged.
 
 `RandomShift` is DrQ's image augmentation (Kostrikov et al. 2020, Sec. 3.1): pad each side
 by 4 pixels replicating the border, then crop back to the original size at a random offset,
-drawn per sample. It uses kornia's `RandomCrop` (the library DrQ's own code used), with
-`cropping_mode="resample"`: one batched affine warp instead of a Python loop of slices
-(about 10x faster on CPU here); the offsets are integers, so the bilinear resampling returns the
-padded image's pixels exactly, which is also what DrQ-v2's `grid_sample` shift computes.
+drawn per sample: the padded image's pixels at an integer offset, which is what DrQ's kornia
+crop and DrQ-v2's `grid_sample` shift compute. It is one `gather` over the flattened padded
+images (about 8x faster on CPU here than kornia's `RandomCrop`, whose affine resampling took
+15% of a pixel RLPD run's time).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import gymnasium as gym
 import numpy as np
@@ -26,9 +25,6 @@ from torch import nn
 
 from roborl.core.errors import ConfigError
 from roborl.core.obs import image_keys
-
-if TYPE_CHECKING:
-    from kornia.augmentation import RandomCrop
 
 
 def image_channels_first(x: torch.Tensor) -> torch.Tensor:
@@ -58,29 +54,26 @@ class RandomShift(nn.Module):
     def __init__(self, pad: int = 4) -> None:
         super().__init__()
         self.pad = int(pad)
-        self._crops: dict[tuple[int, int], RandomCrop] = {}
 
-    def _crop(self, size: tuple[int, int]) -> RandomCrop:
-        if size not in self._crops:
-            # Imported here: kornia takes ~0.4 s to import, and every `roborl` process that
-            # registers this plugin would pay it, pixel run or not.
-            from kornia.augmentation import RandomCrop
-
-            self._crops[size] = RandomCrop(
-                size, padding=self.pad, padding_mode="replicate", cropping_mode="resample"
-            )
-        return self._crops[size]
+    def crop(self, x: torch.Tensor) -> torch.Tensor:
+        """Replicate-pad (B, C, H, W) by `pad`, crop (H, W) back at a random offset per sample."""
+        b, c, h, w = x.shape
+        padded = nn.functional.pad(x, (self.pad,) * 4, mode="replicate").reshape(b, c, -1)
+        dy, dx = torch.randint(0, 2 * self.pad + 1, (2, b, 1, 1), device=x.device)
+        rows = dy + torch.arange(h, device=x.device)[:, None]
+        cols = dx + torch.arange(w, device=x.device)[None, :]
+        index = (rows * (w + 2 * self.pad) + cols).reshape(b, 1, h * w).expand(-1, c, -1)
+        return padded.gather(2, index).reshape(b, c, h, w)
 
     def forward(
         self, x: torch.Tensor, y: torch.Tensor | None = None
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         if self.pad <= 0:
             return x if y is None else (x, y)
-        crop = self._crop((int(x.shape[-2]), int(x.shape[-1])))
         if y is None:
-            return crop(x)
+            return self.crop(x)
         c = x.shape[1]
-        both = crop(torch.cat([x, y], dim=1))  # one offset per sample for both halves
+        both = self.crop(torch.cat([x, y], dim=1))  # one offset per sample for both halves
         return both[:, :c], both[:, c:]
 
 
