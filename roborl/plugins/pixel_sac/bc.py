@@ -28,6 +28,7 @@ import torch
 from roborl.core.config import rng
 from roborl.core.errors import ConfigError
 from roborl.core.interfaces import Batch
+from roborl.core.nn import fused_adam
 from roborl.core.obs import to_torch
 from roborl.plugins.pixel_sac.config import DrQConfig
 from roborl.plugins.pixel_sac.drq import DrQ
@@ -50,7 +51,7 @@ class PixelBC(DrQ):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.bc_opt = torch.optim.Adam(
+        self.bc_opt = fused_adam(
             [*self.encoder.parameters(), *self.actor.parameters()], lr=self.config.actor_lr
         )
 

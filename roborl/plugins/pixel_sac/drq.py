@@ -102,7 +102,7 @@ from roborl.core.actor_critic import require_box
 from roborl.core.actor_graph import ActorGraph, observation_inputs
 from roborl.core.errors import CheckpointError
 from roborl.core.interfaces import Algorithm, Batch, Policy
-from roborl.core.nn import ActionScaler, EnsembleMLP, TanhGaussianActor, polyak_update
+from roborl.core.nn import ActionScaler, EnsembleMLP, TanhGaussianActor, fused_adam, polyak_update
 from roborl.core.obs import to_torch
 from roborl.plugins.pixel_sac.config import DrQConfig, RLPDConfig
 from roborl.plugins.pixel_sac.encoder import (
@@ -170,11 +170,11 @@ class DrQ(Algorithm):
         )
         self.shift = RandomShift(cfg.image_pad)
         # The critic's optimiser owns the encoder: only the critic loss trains it.
-        self.critic_opt = torch.optim.Adam(
+        self.critic_opt = fused_adam(
             [*self.encoder.parameters(), *self.critic.parameters()], lr=cfg.critic_lr
         )
-        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr)
-        self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_lr)
+        self.actor_opt = fused_adam(self.actor.parameters(), lr=cfg.actor_lr)
+        self.alpha_opt = fused_adam([self.log_alpha], lr=cfg.alpha_lr)
         self.updates = 0
         self._warned_no_demos = False
 
