@@ -15,7 +15,8 @@ only reads them, so a control run anywhere (another machine, a GPU box) can be a
 Each positional argument is LABEL=RUN_DIR[,RUN_DIR...]; the JSON and a Markdown table go to
 benchmarks/results/NAME.json/.md, with NOTES.md (what was measured where, and the reading)
 appended to the Markdown. `--probe LABEL=CHECKPOINT,DEMOS` adds the critic's action gap on the
-demos' states (`action_gap`).
+demos' states (`action_gap`); `--locate LABEL=CHECKPOINT` how well the trained encoder's image
+features give the block's position (`block_locator`).
 """
 
 from __future__ import annotations
@@ -114,6 +115,60 @@ def action_gap(checkpoint: Path, demos: Path) -> dict[str, float]:
     }
 
 
+def block_locator(checkpoint: Path, episodes: int = 30, seed: int = 0) -> dict[str, float]:
+    """Does a trained pixel encoder see the block? A ridge regression from its image features
+    (the camera trunks' outputs, the state left out) to the block's position on the table,
+    fitted on two thirds of `episodes` random-action episodes of the run's own env and scored
+    (R^2) on the rest; random actions leave the block where it started and the gripper
+    uncorrelated with it, so nothing but the image can give it away. The same encoder with its
+    weights re-drawn is the baseline: what the architecture gives before any learning."""
+    import copy
+
+    import numpy as np
+    import torch
+    import yaml
+
+    from roborl.core.algorithms import algorithm_from_checkpoint
+    from roborl.core.cli.common import load_host
+    from roborl.core.obs import to_torch
+    from roborl.sim.benchmarks.fetch_pixels import FetchPixelEnv
+
+    algo, _ = algorithm_from_checkpoint(load_host(), checkpoint, "cpu")
+    kwargs = yaml.safe_load((checkpoint.parents[1] / "config.yaml").read_text())["env"]["kwargs"]
+    env = FetchPixelEnv(**kwargs)
+    env.action_space.seed(seed)
+    frames: list[dict[str, np.ndarray]] = []
+    blocks: list[np.ndarray] = []
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=seed + episode)
+        for _ in range(env.max_episode_steps):
+            frames.append(obs)
+            blocks.append(env._raw["observation"][3:5].copy())
+            obs, *_ = env.step(env.action_space.sample())
+    env.close()
+    batch = to_torch({k: np.stack([f[k] for f in frames]) for k in frames[0]}, "cpu")
+    targets = np.stack(blocks)
+    split = len(frames) * 2 // 3  # whole episodes: every episode has max_episode_steps frames
+
+    def r2(encoder: torch.nn.Module) -> float:
+        with torch.no_grad():
+            images = encoder.images(batch)
+            x = torch.cat([encoder.trunks[k](encoder.convs[k](images[k] / 255.0 - 0.5))
+                           for k in encoder.image_keys], -1).numpy()  # fmt: skip
+        x = np.concatenate([x, np.ones((len(x), 1))], 1)
+        fit, test = slice(0, split), slice(split, None)
+        w = np.linalg.solve(x[fit].T @ x[fit] + 1e-2 * np.eye(x.shape[1]), x[fit].T @ targets[fit])
+        residual = ((x[test] @ w - targets[test]) ** 2).sum()
+        return float(1.0 - residual / ((targets[test] - targets[test].mean(0)) ** 2).sum())
+
+    fresh = copy.deepcopy(algo.encoder)
+    torch.manual_seed(seed)
+    for module in fresh.modules():
+        if hasattr(module, "reset_parameters"):
+            module.reset_parameters()
+    return {"frames": len(frames), "r2_trained": r2(algo.encoder), "r2_untrained": r2(fresh)}
+
+
 def markdown(result: dict[str, Any]) -> str:
     lines = [
         "# Issue 33 controls: what keeps RLPD at the floor on FetchPush",
@@ -154,6 +209,19 @@ def markdown(result: dict[str, Any]) -> str:
                 f"{g['q_random']:.3f} | {g['expert_ranked_above_policy']:.2f} | "
                 f"{g['policy_expert_cosine']:.2f} |"
             )
+    if result.get("locators"):
+        lines += [
+            "",
+            "Does the encoder see the block? (`--locate`: R^2 of the block's table position "
+            "from the image features, random-action frames, held-out episodes)",
+            "",
+            "| run | frames | trained encoder | same encoder, weights re-drawn |",
+            "|---|---|---|---|",
+        ]
+        for label, g in result["locators"].items():
+            lines.append(
+                f"| {label} | {g['frames']} | {g['r2_trained']:.2f} | {g['r2_untrained']:.2f} |"
+            )
     if result.get("notes"):
         lines += ["", result["notes"].rstrip()]
     return "\n".join(lines) + "\n"
@@ -165,6 +233,7 @@ def main() -> None:
     p.add_argument("--name", default="hil_manipulation_controls")
     p.add_argument("--notes", type=Path, default=None, help="Markdown appended to the table")
     p.add_argument("--probe", action="append", default=[], help="LABEL=CHECKPOINT,DEMOS")
+    p.add_argument("--locate", action="append", default=[], help="LABEL=CHECKPOINT")
     a = p.parse_args()
     groups: dict[str, list[Path]] = {}
     for spec in a.groups:
@@ -182,10 +251,17 @@ def main() -> None:
         if not sep or not comma:
             raise SystemExit(f"--probe expects LABEL=CHECKPOINT,DEMOS, got {spec!r}")
         probes[label] = action_gap(Path(checkpoint), Path(demos))
+    locators: dict[str, Any] = {}
+    for spec in a.locate:
+        label, sep, checkpoint = spec.partition("=")
+        if not sep or not checkpoint:
+            raise SystemExit(f"--locate expects LABEL=CHECKPOINT, got {spec!r}")
+        locators[label] = block_locator(Path(checkpoint))
     result = {
         "command": shlex.join(["python", *sys.argv]),
         "groups": summarise(groups),
         "probes": probes,
+        "locators": locators,
         "notes": a.notes.read_text() if a.notes else "",
     }
     (OUT / f"{a.name}.json").write_text(json.dumps(result, indent=1))

@@ -70,3 +70,28 @@ def test_action_gap_of_a_critic_on_its_own_policys_actions_is_zero(tmp_path: Pat
     assert abs(gap["q_expert"] - gap["q_policy"]) < 1e-4 and gap["expert_ranked_above_policy"] == 0
     assert gap["policy_expert_cosine"] > 0.999
     assert all(np.isfinite(v) for v in gap.values())
+
+
+def test_block_locator_scores_the_runs_encoder_against_the_same_one_redrawn(tmp_path: Path) -> None:
+    """`--locate` on a FetchPush pixel run: frames from the run's own env (whole random-action
+    episodes), a held-out R^2 for the trained encoder and one for its re-drawn copy; a copy
+    that kept the trained weights would give the same figure twice."""
+    import numpy as np
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline"}
+    run = tmp_path / "push"
+    proc = subprocess.run(
+        [sys.executable, "-m", "roborl.core.cli", "train", "algo=drq", "algo.batch_size=16",
+         "algo.conv_channels=8", "env=fetch_push_pixels", "env.kwargs.image_size=32",
+         "env.kwargs.cameras=[front,side]", "total_steps=150", "learning_starts=100",
+         "eval_every=150", "eval_episodes=1", "progress=false", f"hydra.run.dir={run}"],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    located = controls.block_locator(run / "checkpoints" / "last.pt", episodes=6)
+    assert located["frames"] == 6 * 50
+    assert np.isfinite(located["r2_trained"]) and located["r2_trained"] <= 1.0
+    assert np.isfinite(located["r2_untrained"]) and located["r2_untrained"] <= 1.0
+    assert located["r2_trained"] != located["r2_untrained"]
+    table = controls.markdown({"command": "t", "groups": {}, "locators": {"push": located}})
+    assert "| push | 300 |" in table
