@@ -255,3 +255,21 @@ def test_serl_preset_composes_over_rlpd_and_builds() -> None:
     serl = cls(space(), ACT, config)
     assert any(isinstance(m, torch.nn.LayerNorm) for m in serl.actor.modules())
     assert not any(isinstance(m, torch.nn.LayerNorm) for m in make(RLPD).actor.modules())
+
+
+def test_a_checkpoint_of_unfused_adam_loads_into_the_fused_optimisers_and_trains_on() -> None:
+    """Checkpoints written before the fused optimisers carry `fused: None` in their param
+    groups; loading one must keep the fused kernel (and the step counts) and keep updating."""
+    old = make(RLPD)
+    old.update(batch(32))
+    state = old.state_dict()
+    for key in ("critic_opt", "actor_opt", "alpha_opt"):
+        for group in state[key]["param_groups"]:
+            group["fused"] = None
+    new = make(RLPD)
+    new.load_state_dict(state)
+    for opt in (new.critic_opt, new.actor_opt, new.alpha_opt):
+        assert all(group["fused"] is True for group in opt.param_groups)
+    assert new.critic_opt.state_dict()["state"][0]["step"].item() == 4  # critic_steps rows
+    new.update(batch(32))
+    assert new.critic_opt.state_dict()["state"][0]["step"].item() == 8

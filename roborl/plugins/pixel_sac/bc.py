@@ -28,7 +28,7 @@ import torch
 from roborl.core.config import rng
 from roborl.core.errors import ConfigError
 from roborl.core.interfaces import Batch
-from roborl.core.nn import fused_adam
+from roborl.core.nn import fused_adam, load_optimizer_state
 from roborl.core.obs import to_torch
 from roborl.plugins.pixel_sac.config import DrQConfig
 from roborl.plugins.pixel_sac.drq import DrQ
@@ -84,4 +84,4 @@ class PixelBC(DrQ):
     def load_state_dict(self, state: Any) -> None:
         super().load_state_dict(state)
         if "bc_opt" in state:
-            self.bc_opt.load_state_dict(state["bc_opt"])
+            load_optimizer_state(self.bc_opt, state["bc_opt"])

@@ -102,7 +102,14 @@ from roborl.core.actor_critic import require_box
 from roborl.core.actor_graph import ActorGraph, observation_inputs
 from roborl.core.errors import CheckpointError
 from roborl.core.interfaces import Algorithm, Batch, Policy
-from roborl.core.nn import ActionScaler, EnsembleMLP, TanhGaussianActor, fused_adam, polyak_update
+from roborl.core.nn import (
+    ActionScaler,
+    EnsembleMLP,
+    TanhGaussianActor,
+    fused_adam,
+    load_optimizer_state,
+    polyak_update,
+)
 from roborl.core.obs import to_torch
 from roborl.plugins.pixel_sac.config import DrQConfig, RLPDConfig
 from roborl.plugins.pixel_sac.encoder import (
@@ -354,7 +361,7 @@ class DrQ(Algorithm):
             self.log_alpha.copy_(state["log_alpha"])
         for key in ("critic_opt", "actor_opt", "alpha_opt"):
             if key in state:
-                getattr(self, key).load_state_dict(state[key])
+                load_optimizer_state(getattr(self, key), state[key])
         self.updates = int(state.get("updates", 0))
 
 
