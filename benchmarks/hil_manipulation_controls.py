@@ -115,7 +115,7 @@ def action_gap(checkpoint: Path, demos: Path) -> dict[str, float]:
     }
 
 
-def block_locator(checkpoint: Path, episodes: int = 30, seed: int = 0) -> dict[str, float]:
+def block_locator(checkpoint: Path, episodes: int = 60, seed: int = 0) -> dict[str, float]:
     """Does a trained pixel encoder see the block? A ridge regression from its image features
     (the camera trunks' outputs, the state left out) to the block's position on the table,
     fitted on two thirds of `episodes` random-action episodes of the run's own env and scored

@@ -23,6 +23,8 @@ BC_SEEDS="${BC_SEEDS:-3}"
 PRIVILEGED_SEEDS="${PRIVILEGED_SEEDS:-2}"
 RL_ALGO="${RL_ALGO:-rlpd}"         # or serl: RLPD with SERL's values (discount 0.96)
 NORMALIZED="${NORMALIZED:-false}"  # true: state in workspace units (demos recorded so too)
+PX="${PX:-48}"                     # camera size, and CAMERAS the views (front or front,side):
+CAMERAS="${CAMERAS:-front}"        # as the CPU benchmark's --px/--cameras that made .hilgpu
 OUT="${OUT:-/tmp/hil_gpu_out}"
 WORK=/tmp/hil_gpu
 mkdir -p "$OUT" "$WORK"
@@ -30,6 +32,7 @@ PY="${PYTHON:-python3}"
 DEVICE="${DEVICE:-cuda}"   # DEVICE=cpu INSTALL=0: a dry run of this script on a CPU machine
 
 export MUJOCO_GL=egl PYOPENGL_PLATFORM=egl PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 WANDB_MODE=offline
+export PX CAMERAS
 if [ "${INSTALL:-1}" = 1 ]; then
     for f in .gl/*.deb; do dpkg -x "$f" /; done
     ldconfig
@@ -38,22 +41,24 @@ if [ "${INSTALL:-1}" = 1 ]; then
     "$PY" -m pip install -q --no-index --no-deps --no-build-isolation -e . || exit 1
 fi
 "$PY" - <<'EOF' || exit 1
-import time, torch
+import os, time, torch
 from roborl.sim.benchmarks.fetch_pixels import FetchPixelEnv
-env = FetchPixelEnv(image_size=48, end_on_success=False)
+env = FetchPixelEnv(image_size=int(os.environ["PX"]), end_on_success=False,
+                    cameras=os.environ["CAMERAS"].split(","))
 env.reset(seed=0)
 t = time.perf_counter()
 for _ in range(200):
     env.step(env.action_space.sample())
 env.close()
 gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-print(f"torch {torch.__version__} on {gpu}; Fetch 48 px step "
+print(f"torch {torch.__version__} on {gpu}; Fetch {env.image_size} px {env.cameras} step "
       f"{(time.perf_counter() - t) / 200 * 1e3:.2f} ms (EGL)")
 EOF
 echo "ready after $(( $(date +%s) - START )) s"
 
 COMMON=(
-    env=fetch_push_pixels env.kwargs.image_size=48 env.kwargs.end_on_success=false
+    env=fetch_push_pixels env.kwargs.image_size="$PX" env.kwargs.cameras="[$CAMERAS]"
+    env.kwargs.end_on_success=false
     env.kwargs.normalized_state="$NORMALIZED"
     total_steps="$STEPS" learning_starts=500 eval_every=3000 eval_episodes=20
     checkpoint_every="$STEPS" log_every=1000 progress=false torch_threads=1 device="$DEVICE"
