@@ -52,7 +52,8 @@ CAMERAS = {
 ``image_<name>``. "side" looks from the robot's left, closer. Over 20 scripted pushes (32 px)
 the block is in view in 78% of the front camera's frames, 83% of the side camera's and 95% of
 the frames of at least one: a pushing gripper hides the block from a camera it pushes away
-from. Fetch's own gripper and head cameras see the table or the arm only."""
+from (benchmarks/fetch_camera_visibility.py). Fetch's own gripper and head cameras see the
+table or the arm only."""
 TASKS = {"push": "FetchPush-v4", "reach": "FetchReach-v4"}
 _MOVE = 0.05  # Fetch scales the position action by 5 cm per step
 SUCCESS_DISTANCE = 0.05  # Fetch's distance_threshold: the task is done within 5 cm
