@@ -1,9 +1,10 @@
 """How often each Fetch pixel camera sees the block while the scripted expert pushes it.
 
 A pushing gripper hides the block from a camera it pushes away from. This counts, per camera of
-`FetchPixelEnv` (`CAMERAS`), the frames of scripted pushes where the block is visible: some
-pixel changes when the block's geom is made transparent. The figures are quoted in the
-docstring of `roborl.sim.benchmarks.fetch_pixels.CAMERAS` and in docs/envs.md.
+`FetchPixelEnv` (`CAMERAS`), the frames of scripted pushes where the block is visible
+(`FetchPixelEnv.block_pixels`: some pixel changes when the block is made transparent). The
+figures are quoted in the docstring of `roborl.sim.benchmarks.fetch_pixels.CAMERAS` and in
+docs/envs.md.
 
     python benchmarks/fetch_camera_visibility.py --episodes 20 --px 32
 """
@@ -15,18 +16,6 @@ import argparse
 import numpy as np
 
 from roborl.sim.benchmarks.fetch_pixels import CAMERAS, FetchPixelEnv
-
-
-def visible(env: FetchPixelEnv) -> np.ndarray:
-    """Per camera: does the block show in the current frame?"""
-    model = env._inner.model
-    block = model.geom("object0").id
-    seen = env.frames()
-    rgba = model.geom_rgba[block].copy()
-    model.geom_rgba[block, 3] = 0.0
-    unseen = env.frames()
-    model.geom_rgba[block] = rgba
-    return np.array([np.any(a != b) for a, b in zip(seen, unseen)])
 
 
 def main() -> None:
@@ -41,7 +30,7 @@ def main() -> None:
         env.reset(seed=seed)
         for _ in range(env.max_episode_steps):
             env.step(env.expert_action())
-            frames.append(visible(env))
+            frames.append(np.array(env.block_pixels()) > 0)
     env.close()
     seen = np.array(frames)
     for i, name in enumerate(names):

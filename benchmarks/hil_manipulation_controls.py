@@ -152,9 +152,7 @@ def block_locator(checkpoint: Path, episodes: int = 60, seed: int = 0) -> dict[s
 
     def r2(encoder: torch.nn.Module) -> float:
         with torch.no_grad():
-            images = encoder.images(batch)
-            x = torch.cat([encoder.trunks[k](encoder.convs[k](images[k] / 255.0 - 0.5))
-                           for k in encoder.image_keys], -1).numpy()  # fmt: skip
+            x = torch.cat(encoder.image_features(encoder.images(batch)), -1).numpy()
         x = np.concatenate([x, np.ones((len(x), 1))], 1)
         fit, test = slice(0, split), slice(split, None)
         w = np.linalg.solve(x[fit].T @ x[fit] + 1e-2 * np.eye(x.shape[1]), x[fit].T @ targets[fit])

@@ -1,6 +1,7 @@
 """benchmarks/hil_manipulation.py --smoke: HIL-SERL's recipe on FetchPush from pixels end to
-end at toy size (issue 33), with the two camera views and SERL's values: demos, classifier, the hard-negative round, the AdaStop pair and
-the BC arm, and a report whose figures come from the runs it made."""
+end at toy size (issue 33), with the two camera views and SERL's values: demos, classifier,
+the hard-negative round, the AdaStop pair and the BC arm, and a report whose figures come
+from the runs it made."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ def test_smoke_run_reports_every_arm_from_its_own_runs(tmp_path: Path) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline"}
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks/hil_manipulation.py"), "--smoke", "--jobs", "1",
-         "--cameras", "front,side", "--algo", "serl", "--normalized-state", "--work", str(tmp_path)],
+         "--cameras", "front,side", "--algo", "serl", "--normalized-state",
+         "--work", str(tmp_path)],
         env=env, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -100,19 +100,6 @@ def test_normalized_state_puts_positions_in_workspace_units_and_keeps_the_inform
     norm.close()
 
 
-def block_pixels(env: FetchPixelEnv) -> list[int]:
-    """Per camera, the pixels that change when the block is made invisible: how much of it
-    each camera sees (0 = hidden, e.g. behind the gripper)."""
-    model = env._inner.model
-    block = model.geom("object0").id
-    seen = [frame.astype(int) for frame in env.frames()]
-    rgba = model.geom_rgba[block].copy()
-    model.geom_rgba[block, 3] = 0.0
-    unseen = [frame.astype(int) for frame in env.frames()]
-    model.geom_rgba[block] = rgba
-    return [int((np.abs(a - b).sum(-1) > 0).sum()) for a, b in zip(seen, unseen)]
-
-
 def test_a_second_camera_is_image_side_and_renders_what_a_side_camera_env_renders() -> None:
     both = FetchPixelEnv("push", image_size=24, cameras=["front", "side"])
     front, side = FetchPixelEnv("push", image_size=24), FetchPixelEnv("push", 24, cameras="side")
@@ -141,7 +128,7 @@ def test_the_side_camera_sees_the_block_the_gripper_hides_from_the_front_camera(
         env.reset(seed=seed)
         for _ in range(50):
             env.step(env.expert_action())
-            pixels = block_pixels(env)
+            pixels = env.block_pixels()
             front_seen.append(pixels[0] > 0)
             any_seen.append(max(pixels) > 0)
     env.close()

@@ -61,8 +61,9 @@ Deviations (each a config value where it is one):
 - One augmented copy per transition (K = M = 1, as DrQ-v2 and SERL); DrQ averages the
   target over K = 2 shifted next observations and the loss over M = 2 shifted observations.
 - Augmentation: the replicate-pad random crop of DrQ's own (kornia) code, as one gather, for
-  every image key independently; `shift_next_obs=same` applies one offset to obs and next obs (the
-  consistent variant), off by default because DrQ, DrQ-v2 and SERL all draw them apart.
+  every image key independently; `shift_next_obs=same` applies one offset to obs and next
+  obs (the consistent variant), off by default because DrQ, DrQ-v2 and SERL all draw them
+  apart.
 - The target encoder is a Polyak copy (DrQ and SERL keep one; DrQ-v2 encodes next obs with
   the online encoder), updated with `encoder_tau`.
 - algo=drq: batch 256 (DrQ 512), 256x256 MLPs (DrQ 1024x1024), actor and target updated

@@ -134,11 +134,15 @@ class ObsEncoder(nn.Module):
         """The image entries as channels-first float in [0, 255] (augment these)."""
         return {k: image_channels_first(obs[k]) for k in self.image_keys}
 
+    def image_features(self, images: Mapping[str, torch.Tensor]) -> list[torch.Tensor]:
+        """Each camera's conv + trunk features from channels-first `images`, in key order."""
+        return [self.trunks[k](self.convs[k](images[k] / 255.0 - 0.5)) for k in self.image_keys]
+
     def forward(
         self, images: Mapping[str, torch.Tensor], obs: Mapping[str, torch.Tensor]
     ) -> torch.Tensor:
         """Features from channels-first `images` (see `images`) and the state keys of `obs`."""
-        parts = [self.trunks[k](self.convs[k](images[k] / 255.0 - 0.5)) for k in self.image_keys]
+        parts = self.image_features(images)
         b = parts[0].shape[0]
         parts += [obs[k].reshape(b, -1).float() for k in self.state_keys]
         return torch.cat(parts, dim=-1)

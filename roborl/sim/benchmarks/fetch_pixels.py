@@ -6,8 +6,8 @@ turns a Fetch task into that setting:
 
 - observation ``{"image": (S, S, 3) uint8, "state": float32}``: an offscreen camera looking
   down on the table (`CAMERAS`: "front", across the table facing the robot, by default), and
-  the state the robot knows without vision: gripper position, finger positions and their velocities, plus the
-  goal position (a goal-conditioned task; the goal marker is also in the image). The block's
+  the state the robot knows without vision: gripper position, finger positions and their
+  velocities, plus the goal position (a goal-conditioned task; the goal marker is also in the image). The block's
   pose is NOT in the state: the policy must see it. ``cameras=[front, side]`` adds a second
   view, ``image_side``, as HIL-SERL uses several cameras: each view alone loses the block behind
   the gripper on some pushes (measured in the docstring of `CAMERAS`);
@@ -209,6 +209,20 @@ class FetchPixelEnv(gym.Env):
 
     def success(self) -> bool:
         return self.progress() < float(self._inner.distance_threshold)
+
+    def block_pixels(self) -> list[int]:
+        """Per camera, the pixels that change when the block is made transparent: how much of
+        it each camera sees now (0: hidden, e.g. behind the gripper). A diagnostic; renders."""
+        model = self._inner.model
+        block = model.geom("object0").id
+        seen = self.frames()
+        rgba = model.geom_rgba[block].copy()
+        model.geom_rgba[block, 3] = 0.0
+        try:
+            unseen = self.frames()
+        finally:
+            model.geom_rgba[block] = rgba
+        return [int(np.any(a != b, axis=-1).sum()) for a, b in zip(seen, unseen)]
 
     def progress(self) -> float:
         """Distance still to go: block to goal (push), gripper to goal (reach)."""
