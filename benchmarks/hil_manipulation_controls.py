@@ -16,7 +16,9 @@ Each positional argument is LABEL=RUN_DIR[,RUN_DIR...]; the JSON and a Markdown 
 benchmarks/results/NAME.json/.md, with NOTES.md (what was measured where, and the reading)
 appended to the Markdown. `--probe LABEL=CHECKPOINT,DEMOS` adds the critic's action gap on the
 demos' states (`action_gap`); `--locate LABEL=CHECKPOINT` how well the trained encoder's image
-features give the block's position (`block_locator`).
+features give the block's position (`block_locator`); `--score-reward LABEL=CLASSIFIER,CHECKPOINT`
+a success classifier's TPR/TNR/precision on a true-reward run's own scenes (`reward_on_run`).
+Groups with several finished runs (seeds) also get their final success's IQM and 95% CI.
 """
 
 from __future__ import annotations
@@ -64,17 +66,92 @@ def read_run(run_dir: Path) -> dict[str, Any]:
 
 
 def summarise(groups: dict[str, list[Path]]) -> dict[str, Any]:
+    """Each group's runs, and over its finished runs (the seeds of one control) the final
+    policy-only success's IQM with a 95% stratified-bootstrap CI (rliable), as the benchmark
+    reports its arms."""
+    from roborl.plugins.report.aggregate import interval_estimates
+
     out: dict[str, Any] = {}
     for label, dirs in groups.items():
         runs = [read_run(d) for d in dirs]
         finals = [r["final_success"] for r in runs if r["final_success"] is not None]
+        done = [r["final_success"] for r in runs if r["status"] == "finished" and r["success"]]
+        iqm = None
+        if len(done) >= 2:
+            import numpy as np
+
+            iqm = interval_estimates({label: np.array(done)[:, None]}, reps=2000)[label]["iqm"]
         out[label] = {
             "runs": runs,
             "finals": finals,
             "mean_final": statistics.fmean(finals) if finals else None,
             "best_eval": max((s for r in runs for _, s in r["success"]), default=None),
+            "finished_finals": done,
+            "iqm_final": iqm,
         }
     return out
+
+
+def reward_on_run(classifier: Path, checkpoint: Path) -> dict[str, Any]:
+    """A success classifier scored on a true-reward run's own scenes: every next frame in the
+    checkpoint's replay buffer, labelled by the env's success reward (0/1) stored with it, at
+    the classifier's own threshold. The frames the policy chose and the ones the person drove
+    (`intervened`) apart: held-out frames from scripted pushes do not show how a classifier
+    does on a learning policy's scenes, which are what it pays."""
+    import json as json_
+
+    import numpy as np
+    import torch
+
+    from roborl.core.buffer import ReplayBuffer
+    from roborl.core.checkpoint import load_checkpoint
+    from roborl.core.spaces import space_from_dict
+    from roborl.plugins.rewards.classifier import load
+
+    blob = load_checkpoint(checkpoint)
+    state = blob.get("buffer")
+    if not state:
+        raise SystemExit(f"{checkpoint}: no replay buffer in the checkpoint")
+    rewards = state["rewards"].numpy()
+    if not np.isin(rewards, (0.0, 1.0)).all():
+        raise SystemExit(
+            f"{checkpoint}: rewards other than 0/1 in the buffer; --score-reward needs a run "
+            "trained on the env's success reward"
+        )
+    space = space_from_dict(blob["observation_space"])
+    buffer = ReplayBuffer(
+        int(state["size"]), space, tuple(blob["action_space"]["shape"]),
+        extras={"intervened": ((), np.bool_)},
+    )  # fmt: skip
+    buffer.load_state_dict(state)
+    threshold = float(json_.loads((classifier / "config.json").read_text())["threshold"])
+    model = load(classifier, threshold)
+    fired, truth = [], rewards[: buffer.size] > 0.5
+    for start in range(0, buffer.size, 2048):
+        rows = torch.arange(start, min(start + 2048, buffer.size))
+        nxt = buffer.next_observation(rows)
+        fired.append(model.probability({k: v.numpy() for k, v in nxt.items()}) >= threshold)
+    said = np.concatenate(fired)
+    person = np.zeros(buffer.size, bool)  # a run with no person stores no `intervened`
+    if "intervened" in state.get("extras", {}):
+        person = state["extras"]["intervened"].numpy()[: buffer.size].astype(bool)
+
+    def scores(rows: np.ndarray) -> dict[str, float]:
+        t, f = truth[rows], said[rows]
+        return {
+            "frames": int(rows.sum()),
+            "successes": int(t.sum()),
+            "tpr": float(f[t].mean()) if t.any() else float("nan"),
+            "tnr": float((~f[~t]).mean()) if (~t).any() else float("nan"),
+            "precision": float(t[f].mean()) if f.any() else float("nan"),
+        }
+
+    return {
+        "threshold": threshold,
+        "all": scores(np.ones_like(truth)),
+        "policy": scores(~person),
+        "person": scores(person),
+    }
 
 
 def action_gap(checkpoint: Path, demos: Path) -> dict[str, float]:
@@ -187,6 +264,22 @@ def markdown(result: dict[str, Any]) -> str:
                 f"({run['status']}) | {curve} | {best:.2f} | {sps} | "
                 f"{run['intervention_rate']:.2f} |"
             )
+    seeded = {k: g for k, g in result["groups"].items() if g.get("iqm_final")}
+    if seeded:
+        lines += [
+            "",
+            "Over seeds (finished runs only): final policy-only success",
+            "",
+            "| control | seeds | IQM [95% CI] | per seed |",
+            "|---|---|---|---|",
+        ]
+        for label, g in seeded.items():
+            iqm = g["iqm_final"]
+            per_seed = ", ".join(f"{x:.2f}" for x in g["finished_finals"])
+            lines.append(
+                f"| {label} | {len(g['finished_finals'])} | {iqm['point']:.2f} "
+                f"[{iqm['ci_low']:.2f}, {iqm['ci_high']:.2f}] | {per_seed} |"
+            )
     lines += ["", "Overrides of each control's first run (`roborl train` plus these):", ""]
     for label, group in result["groups"].items():
         first = group["runs"][0]
@@ -220,9 +313,40 @@ def markdown(result: dict[str, Any]) -> str:
             lines.append(
                 f"| {label} | {g['frames']} | {g['r2_trained']:.2f} | {g['r2_untrained']:.2f} |"
             )
+    if result.get("rewards"):
+        lines += [
+            "",
+            "Success classifiers on a true-reward run's own scenes (`--score-reward`: every "
+            "next frame in its buffer, labelled by the env's success, at the classifier's "
+            "threshold):",
+            "",
+            "| classifier on run | threshold | frames (successes) | TPR | TNR | precision | "
+            "policy's frames: TPR / TNR / precision | person's: TPR / TNR / precision |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for label, g in result["rewards"].items():
+            a, pol, per = g["all"], g["policy"], g["person"]
+            lines.append(
+                f"| {label} | {g['threshold']} | {a['frames']} ({a['successes']}) | "
+                f"{a['tpr']:.2f} | {a['tnr']:.2f} | {a['precision']:.2f} | "
+                f"{pol['tpr']:.2f} / {pol['tnr']:.2f} / {pol['precision']:.2f} | "
+                f"{per['tpr']:.2f} / {per['tnr']:.2f} / {per['precision']:.2f} |"
+            )
     if result.get("notes"):
         lines += ["", result["notes"].rstrip()]
     return "\n".join(lines) + "\n"
+
+
+def labelled_pairs(specs: list[str], flag: str, form: str) -> list[tuple[str, tuple[str, str]]]:
+    """`LABEL=A,B` arguments as (label, (a, b)); a malformed one names the flag and its form."""
+    out = []
+    for spec in specs:
+        label, sep, paths = spec.partition("=")
+        first, comma, second = paths.partition(",")
+        if not sep or not comma:
+            raise SystemExit(f"{flag} expects LABEL={form}, got {spec!r}")
+        out.append((label, (first, second)))
+    return out
 
 
 def main() -> None:
@@ -232,6 +356,9 @@ def main() -> None:
     p.add_argument("--notes", type=Path, default=None, help="Markdown appended to the table")
     p.add_argument("--probe", action="append", default=[], help="LABEL=CHECKPOINT,DEMOS")
     p.add_argument("--locate", action="append", default=[], help="LABEL=CHECKPOINT")
+    p.add_argument(
+        "--score-reward", action="append", default=[], help="LABEL=CLASSIFIER,CHECKPOINT"
+    )
     a = p.parse_args()
     groups: dict[str, list[Path]] = {}
     for spec in a.groups:
@@ -242,24 +369,24 @@ def main() -> None:
         missing = [str(d) for d in groups[label] if not (d / "metrics.jsonl").exists()]
         if missing:
             raise SystemExit(f"{label}: no metrics.jsonl in {', '.join(missing)}")
-    probes: dict[str, Any] = {}
-    for spec in a.probe:
-        label, sep, paths = spec.partition("=")
-        checkpoint, comma, demos = paths.partition(",")
-        if not sep or not comma:
-            raise SystemExit(f"--probe expects LABEL=CHECKPOINT,DEMOS, got {spec!r}")
-        probes[label] = action_gap(Path(checkpoint), Path(demos))
+    probes = {
+        label: action_gap(Path(checkpoint), Path(demos))
+        for label, (checkpoint, demos) in labelled_pairs(a.probe, "--probe", "CHECKPOINT,DEMOS")
+    }
     locators: dict[str, Any] = {}
     for spec in a.locate:
         label, sep, checkpoint = spec.partition("=")
         if not sep or not checkpoint:
             raise SystemExit(f"--locate expects LABEL=CHECKPOINT, got {spec!r}")
         locators[label] = block_locator(Path(checkpoint))
+    pairs = labelled_pairs(a.score_reward, "--score-reward", "CLASSIFIER,CHECKPOINT")
+    rewards = {label: reward_on_run(Path(clf), Path(ckpt)) for label, (clf, ckpt) in pairs}
     result = {
         "command": shlex.join(["python", *sys.argv]),
         "groups": summarise(groups),
         "probes": probes,
         "locators": locators,
+        "rewards": rewards,
         "notes": a.notes.read_text() if a.notes else "",
     }
     (OUT / f"{a.name}.json").write_text(json.dumps(result, indent=1))

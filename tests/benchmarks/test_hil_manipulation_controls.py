@@ -9,19 +9,22 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import hil_manipulation_controls as controls  # noqa: E402
 
 
-def train(run_dir: Path, seed: int) -> None:
+def train(run_dir: Path, seed: int, *overrides: str) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline"}
     proc = subprocess.run(
         [sys.executable, "-m", "roborl.core.cli", "train", "algo=drq", "algo.batch_size=16",
          "algo.conv_channels=8", "env=tabletop_reach_pixels_state", "env.kwargs.image_size=32",
          "total_steps=300", "learning_starts=100", "eval_every=150", "eval_episodes=2",
-         "progress=false", "log_every=100", f"seed={seed}", f"hydra.run.dir={run_dir}"],
+         "progress=false", "log_every=100", f"seed={seed}", f"hydra.run.dir={run_dir}",
+         *overrides],
         env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -42,7 +45,8 @@ def test_controls_are_read_from_the_runs_own_files(tmp_path: Path) -> None:
         assert run["median_sps"] > 0
     assert result["finals"] == [r["final_success"] for r in result["runs"]]
     table = controls.markdown({"command": "test", "groups": {"reach": result}})
-    assert table.count("| reach |") == 2 and "env=tabletop_reach_pixels_state" in table
+    assert table.count("| reach |") == 3 and "env=tabletop_reach_pixels_state" in table
+    assert "| reach | 2 |" in table  # the two seeds' IQM row
 
 
 def test_action_gap_of_a_critic_on_its_own_policys_actions_is_zero(tmp_path: Path) -> None:
@@ -95,3 +99,40 @@ def test_block_locator_scores_the_runs_encoder_against_the_same_one_redrawn(tmp_
     assert located["r2_trained"] != located["r2_untrained"]
     table = controls.markdown({"command": "t", "groups": {}, "locators": {"push": located}})
     assert "| push | 300 |" in table
+
+    # --score-reward on the same run's buffer (150 next frames, the env's 0/1 success): a
+    # classifier saved with threshold 0 fires on every frame, one with threshold 1 on none.
+    from roborl.core.checkpoint import load_checkpoint
+    from roborl.plugins.rewards.classifier import SuccessNet, save
+
+    truth = load_checkpoint(run / "checkpoints" / "last.pt")["buffer"]["rewards"].numpy()
+    shape = {"height": 32, "width": 32, "channels": 6, "hidden": 8, "conv_strides": [2, 1, 1, 1]}
+    cams = {"image_keys": ["image", "image_side"], "frame_shapes": {"image": [32, 32, 3],
+            "image_side": [32, 32, 3]}}  # fmt: skip
+    net = SuccessNet(32, 32, 6, 8, [2, 1, 1, 1])
+    for threshold in (0.0, 1.0):
+        save(net, {**cams, **shape, "threshold": threshold}, tmp_path / f"clf{threshold}")
+    always = controls.reward_on_run(tmp_path / "clf0.0", run / "checkpoints" / "last.pt")
+    never = controls.reward_on_run(tmp_path / "clf1.0", run / "checkpoints" / "last.pt")
+    assert always["all"]["frames"] == never["all"]["frames"] == 150
+    assert always["all"]["successes"] == int(truth.sum())
+    assert always["all"]["tnr"] == 0.0 and never["all"]["tnr"] == 1.0
+    assert always["all"]["precision"] == pytest.approx(truth.mean())
+    assert np.isnan(never["all"]["precision"]) and never["person"]["frames"] == 0
+
+
+def test_seeds_of_a_control_get_an_iqm_and_a_dense_reward_is_not_scored(tmp_path: Path) -> None:
+    """Three finished seeds: the IQM of three values is their mean (rliable trims none), inside
+    its CI; a run trained on a dense reward has no success labels to score a classifier by."""
+    import numpy as np
+
+    runs = [tmp_path / f"s{seed}" for seed in range(3)]
+    for seed, run in enumerate(runs):
+        train(run, seed, "env.kwargs.reward_type=dense")
+    group = controls.summarise({"reach": runs})["reach"]
+    iqm = group["iqm_final"]
+    assert iqm["point"] == pytest.approx(np.mean(group["finished_finals"]))
+    assert iqm["ci_low"] <= iqm["point"] <= iqm["ci_high"]
+    assert "| reach | 3 |" in controls.markdown({"command": "t", "groups": {"reach": group}})
+    with pytest.raises(SystemExit, match="rewards other than 0/1"):
+        controls.reward_on_run(tmp_path / "unused", runs[0] / "checkpoints" / "last.pt")

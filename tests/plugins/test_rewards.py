@@ -15,6 +15,7 @@ from roborl.core.errors import CheckpointError, ConfigError
 from roborl.core.plugins import PluginHost
 from roborl.core.rewards import LearnedReward
 from roborl.plugins.rewards.classifier import SuccessNet, classifier_reward, load, save
+from roborl.plugins.rewards.cli import main as reward_cli
 from roborl.plugins.rewards.train import load_frames
 
 
@@ -113,3 +114,30 @@ def test_reward_config_errors_name_the_problem(tmp_path, trained, tabletop_pixel
     }
     with pytest.raises(ConfigError, match=r"'image' frames of shape \(64, 64, 3\)"):
         make_env(host.registry, cfg)
+
+
+def test_small_frames_keep_a_feature_map_and_old_models_load(demos, tmp_path):
+    """Under 64 px the default strides keep a spatial map (three stride-2 layers would leave
+    1x1 at 32 px); the strides are saved with the model and used to load it; a model saved
+    before the key existed loads with the original strides; bad strides are refused."""
+    frames, labels, _ = load_frames(str(demos))
+    small = tmp_path / "small.npz"
+    np.savez(small, frames=frames[:, ::2, ::2], labels=labels.astype(np.int8))
+    out = tmp_path / "clf32"
+    roborl("reward", "train", f"data={small}", f"out={out}", "steps=5", cwd=tmp_path)
+    assert json.loads((out / "config.json").read_text())["conv_strides"] == [2, 1, 1, 1]
+    with torch.no_grad():
+        assert load(out).net.conv(torch.zeros(1, 3, 32, 32)).shape[-2:] == (9, 9)
+        assert SuccessNet(32, 32, 3).conv(torch.zeros(1, 3, 32, 32)).shape[-2:] == (1, 1)
+
+    net = SuccessNet(64, 64, 3, 16)  # the original strides, saved with no conv_strides key
+    legacy = {"image_keys": ["image"], "frame_shapes": {"image": [64, 64, 3]}, "height": 64,
+              "width": 64, "channels": 3, "hidden": 16}  # fmt: skip
+    save(net, legacy, tmp_path / "old")
+    with torch.no_grad():
+        expect = torch.sigmoid(net(torch.as_tensor(frames[:4]))).numpy()
+    got = load(tmp_path / "old").probability({"image": frames[:4]})
+    np.testing.assert_allclose(got, expect, rtol=1e-6)
+
+    with pytest.raises(ConfigError, match=r"conv_strides=\[2, 0\]"):
+        reward_cli(["train", f"data={small}", f"out={tmp_path / 'bad'}", "conv_strides=[2,0]"])

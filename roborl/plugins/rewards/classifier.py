@@ -5,7 +5,8 @@ Learning", Sec. IV-B) trains a binary classifier on the robot's camera frames (p
 where the task is done; negatives: the rest) and uses ``1[p >= 0.5]`` as the sparse reward that
 also ends the episode. Deviations: SERL's classifier uses a pretrained ResNet-10 encoder; no
 pretrained weights can be downloaded here, so the encoder is a small convolutional net trained
-from scratch (DrQ-v2's encoder shape: 3x3 convolutions with 32 channels; Yarats et al., 2021),
+from scratch (DrQ-v2's encoder shape: 3x3 convolutions with 32 channels; Yarats et al., 2021;
+fewer stride-2 layers on frames under 64 px, see `default_strides`),
 with DrQ's random-shift augmentation (pad 4, Yarats et al., 2021, Sec. 3.1) against
 overfitting to few positives. Several cameras of the same size are stacked on the channel axis;
 a frame stack (k, H, W, C) contributes its newest frame.
@@ -39,17 +40,35 @@ CARD = "README.md"
 FORMAT = "roborl-success-classifier-1"
 
 
-class SuccessNet(nn.Module):
-    """uint8 frames (B, H, W, C*cameras) -> success logit (B,)."""
+LARGE_FRAME_STRIDES = (2, 2, 2, 1)
+"""Strides of the four convolutions for frames of 64 px and more (the original net)."""
+SMALL_FRAME_STRIDES = (2, 1, 1, 1)
+"""For frames under 64 px: three stride-2 layers would shrink a 32 px frame to 1x1 (32
+features for the whole scene), too coarse to tell a block on the goal from one beside it."""
 
-    def __init__(self, height: int, width: int, channels: int, hidden: int = 256) -> None:
+
+def default_strides(height: int, width: int) -> tuple[int, ...]:
+    """The conv strides `roborl reward train` uses when `conv_strides` is not given."""
+    return LARGE_FRAME_STRIDES if min(height, width) >= 64 else SMALL_FRAME_STRIDES
+
+
+class SuccessNet(nn.Module):
+    """uint8 frames (B, H, W, C*cameras) -> success logit (B,): 3x3 convolutions with 32
+    channels and the given strides, then a LayerNorm MLP head."""
+
+    def __init__(
+        self,
+        height: int,
+        width: int,
+        channels: int,
+        hidden: int = 256,
+        strides: Sequence[int] = LARGE_FRAME_STRIDES,
+    ) -> None:
         super().__init__()
-        self.conv = nn.Sequential(
-            nn.Conv2d(channels, 32, 3, stride=2), nn.ReLU(),
-            nn.Conv2d(32, 32, 3, stride=2), nn.ReLU(),
-            nn.Conv2d(32, 32, 3, stride=2), nn.ReLU(),
-            nn.Conv2d(32, 32, 3, stride=1), nn.ReLU(),
-        )  # fmt: skip
+        layers: list[nn.Module] = []
+        for i, stride in enumerate(strides):
+            layers += [nn.Conv2d(channels if i == 0 else 32, 32, 3, stride=int(stride)), nn.ReLU()]
+        self.conv = nn.Sequential(*layers)
         with torch.no_grad():
             n = self.conv(torch.zeros(1, channels, height, width)).numel()
         self.head = nn.Sequential(
@@ -226,7 +245,10 @@ def load(path: str | Path, threshold: float = 0.5, device: str = "cpu") -> Succe
         raise CheckpointError(
             f"reward.path={str(path)!r} has format {config.get('format')!r}, expected {FORMAT!r}."
         )
-    net = SuccessNet(config["height"], config["width"], config["channels"], config["hidden"])
+    strides = config.get("conv_strides", LARGE_FRAME_STRIDES)  # models saved before the key
+    net = SuccessNet(
+        config["height"], config["width"], config["channels"], config["hidden"], strides
+    )
     net.load_state_dict(state)
     return SuccessClassifier(net.to(device), config, threshold)
 

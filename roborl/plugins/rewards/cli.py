@@ -25,6 +25,8 @@ USAGE = """usage:
   val_fraction= share of each class held out for the accuracy report (default 0.2)
   augment=      DrQ random shift of 4 pixels (default true)
   hidden=       width of the head (default 256)
+  conv_strides= strides of the 3x3 convolutions, e.g. [2,1,1,1] (default [2,2,2,1] for
+                frames of 64 px and more, [2,1,1,1] under 64 px)
   seed=         seed of the split, the sampling and the network (default 0)
   threshold=    p(success) at which the held-out TPR/TNR are reported: the reward.threshold
                 the runs will use (default 0.5)
@@ -79,6 +81,15 @@ def main(argv: list[str]) -> int:
             raise ConfigError(f"{key}={args[key]!r} must be an integer.")
         if key in ("steps", "batch_size", "hidden") and key in args and args[key] < 1:
             raise ConfigError(f"{key}={args[key]} must be at least 1.")
+    strides = args.get("conv_strides")
+    if strides is not None and (
+        not isinstance(strides, list)
+        or not strides
+        or any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in strides)
+    ):
+        raise ConfigError(
+            f"conv_strides={strides!r} must be a list of whole numbers >= 1, e.g. [2,1,1,1]."
+        )
     vf = args.get("val_fraction", 0.2)
     if isinstance(vf, bool) or not isinstance(vf, (int, float)) or not 0 <= vf < 1:
         raise ConfigError(f"val_fraction={vf!r} must be a number in [0, 1).")

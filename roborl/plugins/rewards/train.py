@@ -25,7 +25,13 @@ import torch
 import torch.nn.functional as F
 
 from roborl.core.errors import DatasetError
-from roborl.plugins.rewards.classifier import SuccessNet, frames_of, random_shift, save
+from roborl.plugins.rewards.classifier import (
+    SuccessNet,
+    default_strides,
+    frames_of,
+    random_shift,
+    save,
+)
 
 
 def load_frames(path: str, keys: Sequence[str] | None = None) -> tuple[Any, np.ndarray, list[str]]:
@@ -135,10 +141,12 @@ def train_classifier(
     hidden: int = 256,
     seed: int = 0,
     threshold: float = 0.5,
+    conv_strides: Sequence[int] | None = None,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Train, evaluate on the held-out frames at `threshold` (the `reward.threshold` the run
-    will use), save to `out`; returns the saved config."""
+    will use), save to `out`; returns the saved config. `conv_strides`: the four convolutions'
+    strides (default: `default_strides` of the frame size)."""
     t0 = time.time()
     paths = [data] if isinstance(data, str) else list(data)
     parts = [load_frames(p, keys) for p in paths]
@@ -164,7 +172,8 @@ def train_classifier(
 
     (tr_pos, va_pos), (tr_neg, va_neg) = split(pos), split(neg)
     _, h, w, c = frames.shape
-    net = SuccessNet(h, w, c, hidden)
+    strides = [int(x) for x in (conv_strides or default_strides(h, w))]
+    net = SuccessNet(h, w, c, hidden, strides)
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     x_all = torch.as_tensor(frames)
     half = max(batch_size // 2, 1)
@@ -196,7 +205,7 @@ def train_classifier(
     shapes = {k: [h, w, c // max(len(cams), 1)] for k in cams} if cams else {"obs": [h, w, c]}
     config = {
         "image_keys": cams, "frame_shapes": shapes, "height": h, "width": w, "channels": c,
-        "hidden": hidden, "data": [str(p) for p in paths], "steps": steps,
+        "hidden": hidden, "conv_strides": strides, "data": [str(p) for p in paths], "steps": steps,
         "batch_size": batch_size, "lr": lr, "augment": augment, "seed": seed,
         "threshold": threshold, "metrics": metrics, "train_wall_s": round(time.time() - t0, 1),
     }  # fmt: skip
