@@ -51,3 +51,28 @@ def test_a_layout_that_does_not_fit_is_refused_naming_the_options(trained) -> No
     path, _ = trained
     with pytest.raises(ConfigError, match="conv_strided=3"):
         agent(path, conv_strided=1)
+
+
+def test_a_small_frame_classifier_names_its_own_strides(tmp_path) -> None:
+    """A classifier on 32 px frames has one stride-2 layer: the refusal names conv_strided=1,
+    and with it the conv net loads."""
+    from roborl.plugins.rewards.classifier import SuccessNet, save
+
+    net = SuccessNet(32, 32, 3, 8, [2, 1, 1, 1])
+    config = {"image_keys": ["image"], "frame_shapes": {"image": [32, 32, 3]}, "height": 32,
+              "width": 32, "channels": 3, "hidden": 8, "conv_strides": [2, 1, 1, 1]}  # fmt: skip
+    save(net, config, tmp_path / "clf32")
+    space = gym.spaces.Dict({"image": gym.spaces.Box(0, 255, (32, 32, 3), np.uint8)})
+
+    def build(strided: int) -> RLPD:
+        cfg = build_config(
+            RLPD.Config,
+            {**FITS, "conv_strided": strided, "pretrained_encoder": str(tmp_path / "clf32")},
+        )
+        return RLPD(space, gym.spaces.Box(-1, 1, (2,), np.float32), cfg)
+
+    with pytest.raises(ConfigError, match="conv_strided=1"):
+        build(3)
+    conv = build(1).encoder.convs["image"]
+    for mine, theirs in zip(conv.state_dict().values(), net.conv.state_dict().values()):
+        torch.testing.assert_close(mine, theirs)

@@ -57,7 +57,8 @@ class DrQConfig(SoftActorCriticConfig):
         default=None,
         metadata={
             "help": "a success classifier (roborl reward train) whose conv net becomes the "
-            "frozen encoder (needs conv_channels=32 conv_layers=4 conv_strided=3)"
+            "frozen encoder (needs conv_channels=32 conv_layers=4 and conv_strided=3, or 1 for a "
+            "classifier on frames under 64 px)"
         },
     )
     conv_strided: int = field(

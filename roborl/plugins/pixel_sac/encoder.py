@@ -171,8 +171,9 @@ def load_pretrained_conv(encoder: ObsEncoder, path: str) -> None:
     """Copy a success classifier's conv net (`roborl reward train`, trained here on the task's
     own camera frames) into `encoder`'s conv for its one camera, and freeze it: SERL's frozen
     pretrained encoder, with weights that need no download. The layout must match: the
-    classifier's is 4 layers of 32 channels, the first 3 with stride 2 (`conv_channels=32
-    conv_layers=4 conv_strided=3`)."""
+    classifier's is 4 layers of 32 channels, the first 3 with stride 2 on frames of 64 px and
+    more (`conv_channels=32 conv_layers=4 conv_strided=3`), the first 1 under 64 px
+    (`conv_strided=1`)."""
     from roborl.plugins.rewards.classifier import load
 
     where = f"algo.pretrained_encoder={path!r}"
@@ -192,9 +193,12 @@ def load_pretrained_conv(encoder: ObsEncoder, path: str) -> None:
             raise RuntimeError(f"strides {strides(source)} vs the encoder's {strides(target)}")
         target.load_state_dict(source.state_dict())
     except RuntimeError as exc:
+        layers = strides(source)
+        halving = sum(1 for st in layers if st == (2, 2))  # leading stride-2 layers
         raise ConfigError(
             f"{where}: the classifier's conv net does not fit the encoder (set "
-            "algo.conv_channels=32 algo.conv_layers=4 algo.conv_strided=3, and the camera's "
-            f"size and channels the classifier was trained on): {' '.join(str(exc).split())[:300]}"
+            f"algo.conv_channels=32 algo.conv_layers={len(layers)} algo.conv_strided={halving}, "
+            "and the camera's size and channels the classifier was trained on): "
+            f"{' '.join(str(exc).split())[:300]}"
         ) from None
     target.requires_grad_(False)
