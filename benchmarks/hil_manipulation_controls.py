@@ -98,8 +98,6 @@ def reward_on_run(classifier: Path, checkpoint: Path) -> dict[str, Any]:
     the classifier's own threshold. The frames the policy chose and the ones the person drove
     (`intervened`) apart: held-out frames from scripted pushes do not show how a classifier
     does on a learning policy's scenes, which are what it pays."""
-    import json as json_
-
     import numpy as np
     import torch
 
@@ -124,8 +122,8 @@ def reward_on_run(classifier: Path, checkpoint: Path) -> dict[str, Any]:
         extras={"intervened": ((), np.bool_)},
     )  # fmt: skip
     buffer.load_state_dict(state)
-    threshold = float(json_.loads((classifier / "config.json").read_text())["threshold"])
-    model = load(classifier, threshold)
+    model = load(classifier)  # a folder or a .pt, at the threshold it was trained for
+    threshold = model.threshold = float(model.config["threshold"])
     fired, truth = [], rewards[: buffer.size] > 0.5
     for start in range(0, buffer.size, 2048):
         rows = torch.arange(start, min(start + 2048, buffer.size))
