@@ -12,13 +12,15 @@ only reads them, so a control run anywhere (another machine, a GPU box) can be a
     python benchmarks/hil_manipulation_controls.py --name hil_manipulation_controls \\
         --notes NOTES.md "privileged, 48 px=/tmp/priv/hil_s0,/tmp/priv/hil_s1" ...
 
-Each positional argument is LABEL=RUN_DIR[,RUN_DIR...]; the JSON and a Markdown table go to
-benchmarks/results/NAME.json/.md, with NOTES.md (what was measured where, and the reading)
-appended to the Markdown. `--probe LABEL=CHECKPOINT,DEMOS` adds the critic's action gap on the
-demos' states (`action_gap`); `--locate LABEL=CHECKPOINT` how well the trained encoder's image
-features give the block's position (`block_locator`); `--score-reward LABEL=CLASSIFIER,CHECKPOINT`
-a success classifier's TPR/TNR/precision on a true-reward run's own scenes (`reward_on_run`).
-Groups with several finished runs (seeds) also get their final success's IQM and 95% CI.
+Each positional argument is LABEL=RUN_DIR[,RUN_DIR...]; `--earlier LABEL=RESULT.json#GROUP`
+adds a group's runs from an earlier summary (seeds whose directories are gone). The JSON and a
+Markdown table go to benchmarks/results/NAME.json/.md, with NOTES.md (what was measured where,
+and the reading) appended to the Markdown. `--probe LABEL=CHECKPOINT,DEMOS` adds the critic's
+action gap on the demos' states (`action_gap`); `--locate LABEL=CHECKPOINT` how well the
+trained encoder's image features give the block's position (`block_locator`);
+`--score-reward LABEL=CLASSIFIER,CHECKPOINT` a success classifier's TPR/TNR/precision on a
+true-reward run's own scenes (`reward_on_run`). Groups with several finished runs (seeds)
+also get their final success's IQM and 95% CI.
 """
 
 from __future__ import annotations
@@ -65,15 +67,15 @@ def read_run(run_dir: Path) -> dict[str, Any]:
     }
 
 
-def summarise(groups: dict[str, list[Path]]) -> dict[str, Any]:
+def summarise(groups: dict[str, list[Path | dict[str, Any]]]) -> dict[str, Any]:
     """Each group's runs, and over its finished runs (the seeds of one control) the final
     policy-only success's IQM with a 95% stratified-bootstrap CI (rliable), as the benchmark
-    reports its arms."""
+    reports its arms. A run is a directory, or a run already read (`earlier_runs`)."""
     from roborl.plugins.report.aggregate import interval_estimates
 
     out: dict[str, Any] = {}
     for label, dirs in groups.items():
-        runs = [read_run(d) for d in dirs]
+        runs = [d if isinstance(d, dict) else read_run(d) for d in dirs]
         finals = [r["final_success"] for r in runs if r["final_success"] is not None]
         done = [r["final_success"] for r in runs if r["status"] == "finished" and r["success"]]
         iqm = None
@@ -257,8 +259,10 @@ def markdown(result: dict[str, Any]) -> str:
             curve = ", ".join(f"{step}: {s:.2f}" for step, s in run["success"])
             sps = f"{run['median_sps']:.1f}" if run["median_sps"] is not None else "-"
             best = max((s for _, s in run["success"]), default=float("nan"))
+            name = Path(run["run_dir"]).name
+            name += f" (from {run['earlier']})" if run.get("earlier") else ""
             lines.append(
-                f"| {label} | {Path(run['run_dir']).name} | {run['steps_reached']} "
+                f"| {label} | {name} | {run['steps_reached']} "
                 f"({run['status']}) | {curve} | {best:.2f} | {sps} | "
                 f"{run['intervention_rate']:.2f} |"
             )
@@ -335,6 +339,29 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def earlier_runs(spec: str) -> tuple[str, list[dict[str, Any]]]:
+    """`LABEL=RESULT.json#GROUP[#RUN]`: the runs an earlier summary recorded for GROUP (only
+    the one whose directory is named RUN, if given), so seeds whose directories are gone can
+    join new ones in LABEL's IQM. Each keeps the name of the file it came from."""
+    label, sep, ref = spec.partition("=")
+    path, _, rest = ref.partition("#")
+    group, _, run_name = rest.partition("#")
+    if not sep or not path or not group:
+        raise SystemExit(f"--earlier expects LABEL=RESULT.json#GROUP[#RUN], got {spec!r}")
+    try:
+        groups = json.loads(Path(path).read_text())["groups"]
+    except (OSError, ValueError, KeyError) as e:
+        raise SystemExit(f"--earlier {spec!r}: {path} is not a summary of this script ({e})") from e
+    if group not in groups:
+        raise SystemExit(
+            f"--earlier {spec!r}: {path} has no group {group!r}; it has {list(groups)}"
+        )
+    runs = [r for r in groups[group]["runs"] if not run_name or Path(r["run_dir"]).name == run_name]
+    if not runs:
+        raise SystemExit(f"--earlier {spec!r}: group {group!r} has no run named {run_name!r}")
+    return label, [{**r, "earlier": Path(path).name} for r in runs]
+
+
 def labelled_pairs(specs: list[str], flag: str, form: str) -> list[tuple[str, tuple[str, str]]]:
     """`LABEL=A,B` arguments as (label, (a, b)); a malformed one names the flag and its form."""
     out = []
@@ -352,21 +379,28 @@ def main() -> None:
     p.add_argument("groups", nargs="+", help="LABEL=RUN_DIR[,RUN_DIR...]")
     p.add_argument("--name", default="hil_manipulation_controls")
     p.add_argument("--notes", type=Path, default=None, help="Markdown appended to the table")
+    p.add_argument(
+        "--earlier", action="append", default=[], help="LABEL=RESULT.json#GROUP[#RUN]"
+    )  # fmt: skip
     p.add_argument("--probe", action="append", default=[], help="LABEL=CHECKPOINT,DEMOS")
     p.add_argument("--locate", action="append", default=[], help="LABEL=CHECKPOINT")
     p.add_argument(
         "--score-reward", action="append", default=[], help="LABEL=CLASSIFIER,CHECKPOINT"
     )
     a = p.parse_args()
-    groups: dict[str, list[Path]] = {}
+    groups: dict[str, list[Path | dict[str, Any]]] = {}
+    for spec in a.earlier:
+        label, runs = earlier_runs(spec)
+        groups.setdefault(label, []).extend(runs)
     for spec in a.groups:
         label, sep, dirs = spec.partition("=")
         if not sep or not dirs:
             raise SystemExit(f"expected LABEL=RUN_DIR[,RUN_DIR...], got {spec!r}")
-        groups[label] = [Path(d) for d in dirs.split(",")]
-        missing = [str(d) for d in groups[label] if not (d / "metrics.jsonl").exists()]
+        new = [Path(d) for d in dirs.split(",")]
+        missing = [str(d) for d in new if not (d / "metrics.jsonl").exists()]
         if missing:
             raise SystemExit(f"{label}: no metrics.jsonl in {', '.join(missing)}")
+        groups.setdefault(label, []).extend(new)
     probes = {
         label: action_gap(Path(checkpoint), Path(demos))
         for label, (checkpoint, demos) in labelled_pairs(a.probe, "--probe", "CHECKPOINT,DEMOS")

@@ -21,7 +21,8 @@ piece on ROS 2, real processes on loopback:
   `~/success` (std_srvs/Trigger), which ends a demo on the step the block reaches the goal;
 - training: `roborl train algo=rlpd robot=fetch_push_hil collector=actor_learner demos=...
   reward=classifier` with the classifier `hil_manipulation.py` trained (the same renderer and
-  camera key, `image`), the person on /joy.
+  camera key, `image`: make it with `hil_manipulation.py --prepare-only --px 48 --cameras front
+  --algo rlpd --no-normalized-state`, one front view as sim-robot serves), the person on /joy.
 
 Reported: the run's robot time, steps, updates, success and intervention rates against robot
 time, and the reward's precision on the frames it fired on.
@@ -212,7 +213,10 @@ def render(path: Path) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--classifier", type=Path, help="from hil_manipulation.py")
+    p.add_argument(
+        "--classifier", type=Path,
+        help="from hil_manipulation.py --prepare-only --px 48 --cameras front (one view)",
+    )  # fmt: skip
     p.add_argument("--render", type=Path, default=None, help="only re-render RESULT.json's .md")
     p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--demos", type=int, default=10)

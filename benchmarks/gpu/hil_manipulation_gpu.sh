@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Issue 33's arms on one GPU box, in one call of at most 10 minutes: the CPU benchmark
-# (benchmarks/hil_manipulation.py) reaches 6,000 of the 36,000 steps in 72 minutes on 2 cores;
-# here every run of the three arms goes at once (16 cores, one GPU) until DEADLINE_S, and each
-# run's policy-only evaluations so far come back. The box is air-gapped with a CUDA torch:
+# Issue 33's arms on one GPU box, in one call of at most 10 minutes: every run of the arms goes
+# at once (16 cores, one GPU) until DEADLINE_S, and each run's policy-only evaluations so far
+# come back. It does not buy the 36,000 steps: on an H200 one run alone made about 24 env
+# steps/s and eight at once 8.6 each (the GPU takes the processes' small kernels in turns), so
+# a call ends near 4,000 steps (benchmarks/results/hil_manipulation_reward.md). PROFILE_S=90
+# shows where a step's time goes. The box is air-gapped with a CUDA torch:
 #
 #   scripts/download_gpu_wheels.sh                # here: .gpu-wheels/ (cp312 wheels)
 #   mkdir -p .hilgpu && cp WORK/demos.npz .hilgpu/ && cp -r WORK/classifier_relabelled .hilgpu/classifier
@@ -11,8 +13,8 @@
 #
 # WORK is a finished `benchmarks/hil_manipulation.py --work WORK` (its demos and the classifier
 # after the hard-negative round), so the GPU time goes to the arms. The runs' metrics and logs
-# come back as $OUT/hil_gpu_runs.tar.gz; `python benchmarks/hil_manipulation.py --gpu-runs
-# TAR` turns them into benchmarks/results/hil_manipulation_gpu.md/.json.
+# come back as $OUT/hil_gpu_runs.tar.gz: unpack it and pass the run directories to
+# `python benchmarks/hil_manipulation_controls.py` (LABEL=RUN_DIR,...) for the table and IQMs.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 START=$(date +%s)
@@ -21,10 +23,12 @@ STEPS="${STEPS:-36000}"
 SEEDS="${SEEDS:-4}"
 BC_SEEDS="${BC_SEEDS:-3}"
 PRIVILEGED_SEEDS="${PRIVILEGED_SEEDS:-2}"
-RL_ALGO="${RL_ALGO:-rlpd}"         # or serl: RLPD with SERL's values (discount 0.96)
-NORMALIZED="${NORMALIZED:-false}"  # true: state in workspace units (demos recorded so too)
-PX="${PX:-48}"                     # camera size, and CAMERAS the views (front or front,side):
-CAMERAS="${CAMERAS:-front}"        # as the CPU benchmark's --px/--cameras that made .hilgpu
+PROFILE_S="${PROFILE_S:-0}"      # > 0: profile one run alone first (cProfile)
+# The CPU benchmark's defaults (change them as its flags that made .hilgpu were changed):
+RL_ALGO="${RL_ALGO:-serl}"         # serl: RLPD with SERL's values (discount 0.96), or rlpd
+NORMALIZED="${NORMALIZED:-true}"   # true: state in workspace units (demos recorded so too)
+PX="${PX:-32}"                     # camera size, and CAMERAS the views (front,side or front)
+CAMERAS="${CAMERAS:-front,side}"
 OUT="${OUT:-/tmp/hil_gpu_out}"
 WORK=/tmp/hil_gpu
 mkdir -p "$OUT" "$WORK"
@@ -86,6 +90,21 @@ for algo in "$RL_ALGO" pixel_bc; do
         || { tail -n 40 "$WORK/preflight_$algo.log"; exit 1; }
 done
 echo "pre-flight passed after $(( $(date +%s) - START )) s"
+# PROFILE_S > 0: first one rlpd_hil run alone under cProfile for that long, so the call says
+# where a step's time goes on this box (the top of the cumulative table comes back).
+if [ "${PROFILE_S:-0}" -gt 0 ]; then
+    timeout -k 30 -s INT "$PROFILE_S" "$PY" -m cProfile -o "$WORK/profile.pstats" \
+        -m roborl.core.cli train algo="$RL_ALGO" "${ALGO[@]}" "$PERSON" "${COMMON[@]}" \
+        "${LEARNED[@]}" seed=50 hydra.run.dir="$WORK/profile" > "$WORK/profile.log" 2>&1
+    "$PY" - "$WORK/profile.pstats" > "$OUT/hil_gpu_profile.txt" <<'PYEOF' || tail -n 20 "$WORK/profile.log"
+import pstats, sys
+stats = pstats.Stats(sys.argv[1])
+stats.sort_stats("cumulative").print_stats(45)
+stats.sort_stats("tottime").print_stats(30)
+PYEOF
+    grep -o '"step": [0-9]*, "updates": [0-9]*' "$WORK/profile/metrics.jsonl" | tail -n 1
+    echo "profile done after $(( $(date +%s) - START )) s"
+fi
 for s in $(seq 0 $((SEEDS - 1))); do
     launch rlpd_hil "$s" algo="$RL_ALGO" "${ALGO[@]}" "$PERSON" "${LEARNED[@]}"
     launch rlpd "$s" algo="$RL_ALGO" "${ALGO[@]}" "${LEARNED[@]}"

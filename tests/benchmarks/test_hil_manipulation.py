@@ -18,8 +18,7 @@ def test_smoke_run_reports_every_arm_from_its_own_runs(tmp_path: Path) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline"}
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks/hil_manipulation.py"), "--smoke", "--jobs", "1",
-         "--cameras", "front,side", "--algo", "serl", "--normalized-state",
-         "--work", str(tmp_path)],
+         "--work", str(tmp_path)],  # the defaults: two views, SERL's values
         env=env, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -33,6 +32,7 @@ def test_smoke_run_reports_every_arm_from_its_own_runs(tmp_path: Path) -> None:
         assert fired is None or (fired["fired_frames"] > 0 and 0.0 <= fired["precision"] <= 1.0)
     assert sorted(result["compare"]["methods"]) == ["rlpd", "rlpd_hil"]
     assert any("scripted_person" in o for o in result["compare"]["methods"]["rlpd_hil"])
+    assert "algo=serl" in result["compare"]["methods"]["rlpd_hil"]
     assert result["adastop"].startswith(result["compare"]["status"])
     classifier = json.loads((tmp_path / "classifier_relabelled" / "config.json").read_text())
     assert classifier["image_keys"] == ["image", "image_side"]  # both views, as the policy's

@@ -123,7 +123,8 @@ def test_block_locator_scores_the_runs_encoder_against_the_same_one_redrawn(tmp_
 
 def test_seeds_of_a_control_get_an_iqm_and_a_dense_reward_is_not_scored(tmp_path: Path) -> None:
     """Three finished seeds: the IQM of three values is their mean (rliable trims none), inside
-    its CI; a run trained on a dense reward has no success labels to score a classifier by."""
+    its CI; a run trained on a dense reward has no success labels to score a classifier by; a
+    seed read back from an earlier summary (`--earlier`) counts as its directory did."""
     import numpy as np
 
     runs = [tmp_path / f"s{seed}" for seed in range(3)]
@@ -136,3 +137,17 @@ def test_seeds_of_a_control_get_an_iqm_and_a_dense_reward_is_not_scored(tmp_path
     assert "| reach | 3 |" in controls.markdown({"command": "t", "groups": {"reach": group}})
     with pytest.raises(SystemExit, match="rewards other than 0/1"):
         controls.reward_on_run(tmp_path / "unused", runs[0] / "checkpoints" / "last.pt")
+    # --earlier: a seed whose directory is gone joins the others from the summary that read it
+    summary = tmp_path / "earlier.json"
+    summary.write_text(json.dumps({"groups": {"reach": group}}))
+    label, (kept,) = controls.earlier_runs(f"merged={summary}#reach#s0")
+    assert label == "merged" and kept["earlier"] == "earlier.json"
+    merged = controls.summarise({"merged": [kept, runs[1], runs[2]]})["merged"]
+    assert merged["finished_finals"] == group["finished_finals"]
+    assert merged["iqm_final"]["point"] == pytest.approx(iqm["point"])
+    table = controls.markdown({"command": "t", "groups": {"merged": merged}})
+    assert "| merged | s0 (from earlier.json) |" in table
+    with pytest.raises(SystemExit, match="no group 'pushes'"):
+        controls.earlier_runs(f"merged={summary}#pushes")
+    with pytest.raises(SystemExit, match="no run named 's9'"):
+        controls.earlier_runs(f"merged={summary}#reach#s9")
