@@ -37,7 +37,10 @@ OUT = Path(__file__).parent / "results"
 
 
 def read_run(run_dir: Path) -> dict[str, Any]:
-    """One run's overrides, evaluations, speed and intervention rate, from its own files."""
+    """One run's overrides, evaluations, speed and intervention rate, from its own files, and
+    with a learned reward its precision on the frames it fired on (`fired_precision`)."""
+    from hil_manipulation import fired_precision
+
     overrides_file = run_dir / ".hydra" / "overrides.yaml"
     overrides = [
         line[2:].strip() for line in overrides_file.read_text().splitlines() if line[:2] == "- "
@@ -64,6 +67,7 @@ def read_run(run_dir: Path) -> dict[str, Any]:
         "final_success": evals[-1][1] if evals else None,
         "median_sps": statistics.median(sps) if sps else None,
         "intervention_rate": statistics.fmean(interventions) if interventions else 0.0,
+        "reward_fired": fired_precision(run_dir),
     }
 
 
@@ -281,6 +285,23 @@ def markdown(result: dict[str, Any]) -> str:
             lines.append(
                 f"| {label} | {len(g['finished_finals'])} | {iqm['point']:.2f} "
                 f"[{iqm['ci_low']:.2f}, {iqm['ci_high']:.2f}] | {per_seed} |"
+            )
+    fired = [(label, run) for label, g in result["groups"].items() for run in g["runs"]]
+    fired = [(label, run) for label, run in fired if run.get("reward_fired")]
+    if fired:
+        lines += [
+            "",
+            "The learned reward on each run's own scenes (the frames it fired on in training, "
+            "labelled by the env's success):",
+            "",
+            "| control | run | frames fired on | precision |",
+            "|---|---|---|---|",
+        ]
+        for label, run in fired:
+            f = run["reward_fired"]
+            precision = f"{f['precision']:.2f}" if f["precision"] is not None else "-"
+            lines.append(
+                f"| {label} | {Path(run['run_dir']).name} | {f['fired_frames']} | {precision} |"
             )
     lines += ["", "Overrides of each control's first run (`roborl train` plus these):", ""]
     for label, group in result["groups"].items():

@@ -130,8 +130,7 @@ from hil_manipulation import fired_precision  # the reward's precision on each r
 runs = sorted(p for p in Path("/tmp/hil_gpu").glob("*/seed*") if p.is_dir())
 print(json.dumps({f"{p.parent.name}/{p.name}": fired_precision(p) for p in runs}, indent=1))
 EOF
-(cd "$WORK" && tar czf "$OUT/hil_gpu_runs.tar.gz" --exclude=checkpoints --exclude=reward_fired \
-    --exclude='*.png' .)
+(cd "$WORK" && tar czf "$OUT/hil_gpu_runs.tar.gz" --exclude=checkpoints --exclude='*.png' .)
 for f in "$WORK"/*/seed*/metrics.jsonl; do
     printf '%s: ' "$f"
     grep -o '"step": [0-9]*, "updates": [0-9]*, "eval/return_mean[^}]*success_rate": [0-9.]*' "$f" \
