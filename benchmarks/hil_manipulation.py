@@ -133,15 +133,24 @@ def prepare(a: argparse.Namespace, work: Path) -> dict[str, Any]:
 
 def fired_precision(run_dir: Path) -> dict[str, Any] | None:
     """Of the frames the classifier fired on during a run (`reward_fired/`), how many the
-    env's own check calls a success: the reward's precision on the policy's own scenes."""
+    env's own check calls a success: the reward's precision on the policy's own scenes, over
+    the run and per `PART_FRAMES` fired frames in order (a policy that learns the classifier's
+    false positives shows as a falling precision)."""
+    from roborl.core.fired_frames import PART_FRAMES
     from roborl.plugins.rewards.hard_negatives import load_fired
+
+    def precision(success: np.ndarray) -> float | None:
+        labelled = success[success >= 0]  # a robot without a success signal labels none (-1)
+        return float(np.mean(labelled == 1)) if len(labelled) else None
 
     if not (run_dir / "reward_fired").is_dir() or not any((run_dir / "reward_fired").iterdir()):
         return None
     _, success = load_fired(run_dir / "reward_fired")
-    labelled = success >= 0  # a robot without a success signal labels none (-1)
-    precision = float(np.mean(success[labelled] == 1)) if labelled.any() else None
-    return {"fired_frames": len(success), "labelled": int(labelled.sum()), "precision": precision}
+    parts = np.split(success, range(PART_FRAMES, len(success), PART_FRAMES))
+    return {
+        "fired_frames": len(success), "labelled": int((success >= 0).sum()),
+        "precision": precision(success), "precision_by_part": [precision(p) for p in parts],
+    }  # fmt: skip
 
 
 def hard_negatives(a: argparse.Namespace, prep: dict[str, Any], work: Path) -> dict[str, Any]:
@@ -259,9 +268,10 @@ def adastop_sentence(compare: dict[str, Any]) -> str:
 
 def markdown(result: dict[str, Any]) -> str:
     a, c, f = result["args"], result["classifier"], result["first_classifier"]
-    lines = [
-        "# HIL-SERL recipe on FetchPush from pixels (issue 33)",
-        "",
+    lines = ["# HIL-SERL recipe on FetchPush from pixels (issue 33)", ""]
+    if result.get("summary"):  # what later runs found, written into the JSON by hand
+        lines += ["## Summary", "", *result["summary"], "", "## This command's runs", ""]
+    lines += [
         f"Command: `{result['command']}`  ",
         f"Machine: {result['machine']}; wall {result['wall_s'] / 60:.1f} min.",
         "",

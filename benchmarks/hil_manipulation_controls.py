@@ -294,14 +294,19 @@ def markdown(result: dict[str, Any]) -> str:
             "The learned reward on each run's own scenes (the frames it fired on in training, "
             "labelled by the env's success):",
             "",
-            "| control | run | frames fired on | precision |",
-            "|---|---|---|---|",
+            "| control | run | frames fired on | precision | precision per 256 fired frames, "
+            "in order |",
+            "|---|---|---|---|---|",
         ]
         for label, run in fired:
             f = run["reward_fired"]
-            precision = f"{f['precision']:.2f}" if f["precision"] is not None else "-"
+            shown = [
+                f"{x:.2f}" if x is not None else "-"
+                for x in [f["precision"], *f.get("precision_by_part", [])]
+            ]
             lines.append(
-                f"| {label} | {Path(run['run_dir']).name} | {f['fired_frames']} | {precision} |"
+                f"| {label} | {Path(run['run_dir']).name} | {f['fired_frames']} | {shown[0]} | "
+                f"{' '.join(shown[1:])} |"
             )
     lines += ["", "Overrides of each control's first run (`roborl train` plus these):", ""]
     for label, group in result["groups"].items():

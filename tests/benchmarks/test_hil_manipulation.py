@@ -30,6 +30,8 @@ def test_smoke_run_reports_every_arm_from_its_own_runs(tmp_path: Path) -> None:
         assert 0.0 <= result["aggregate"][arm]["iqm"]["point"] <= 1.0
         fired = run["reward_fired"]  # the reward's precision on the run's own fired frames
         assert fired is None or (fired["fired_frames"] > 0 and 0.0 <= fired["precision"] <= 1.0)
+        if fired:  # and per 256 fired frames in order: a falling precision shows exploitation
+            assert len(fired["precision_by_part"]) == -(-fired["fired_frames"] // 256)
     assert sorted(result["compare"]["methods"]) == ["rlpd", "rlpd_hil"]
     assert any("scripted_person" in o for o in result["compare"]["methods"]["rlpd_hil"])
     assert "algo=serl" in result["compare"]["methods"]["rlpd_hil"]

@@ -48,10 +48,15 @@ def test_controls_are_read_from_the_runs_own_files(tmp_path: Path) -> None:
     assert table.count("| reach |") == 3 and "env=tabletop_reach_pixels_state" in table
     assert "| reach | 2 |" in table  # the two seeds' IQM row
     assert result["runs"][0]["reward_fired"] is None and "frames fired on" not in table
-    fired = {"fired_frames": 10, "labelled": 10, "precision": 0.3}  # as a learned reward saves
+    fired = {
+        "fired_frames": 300,
+        "labelled": 300,
+        "precision": 0.3,
+        "precision_by_part": [0.4, 0.1],
+    }
     group = {**result, "runs": [{**result["runs"][0], "reward_fired": fired}]}
     table = controls.markdown({"command": "t", "groups": {"reach": group}})
-    assert "| reach | a | 10 | 0.30 |" in table
+    assert "| reach | a | 300 | 0.30 | 0.40 0.10 |" in table
 
 
 def test_action_gap_of_a_critic_on_its_own_policys_actions_is_zero(tmp_path: Path) -> None:
