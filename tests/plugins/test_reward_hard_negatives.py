@@ -14,7 +14,11 @@ from roborl.core.envs import make_env
 from roborl.core.errors import ConfigError, DatasetError
 from roborl.core.plugins import PluginHost
 from roborl.core.rewards import LearnedReward, relabel, with_fired_frames_dir
-from roborl.plugins.rewards.hard_negatives import false_positive_rate, hard_negatives
+from roborl.plugins.rewards.hard_negatives import (
+    false_positive_rate,
+    hard_negatives,
+    retrain_with_hard_negatives,
+)
 from roborl.plugins.rewards.train import train_classifier
 from roborl.sim.tabletop.env import TabletopEnv
 
@@ -156,7 +160,9 @@ def test_hard_negatives_lower_the_false_positive_rate_on_the_saved_frames(
     """A weak classifier (30 steps) drives the reward while a noisy expert acts; the frames it
     fired on are saved with the env's success. Retraining with the false ones as negatives
     (`roborl reward relabel`) must call fewer of them success than the same training without
-    them (same steps, same seed): the control."""
+    them (same steps, same seed): the control. Over three seeds: the frames are near misses,
+    so one seed's 24 of them differ by a frame or two between machines (measured at 600
+    steps: 3/24 against 4/24 in the closest seed, 5 of 72 against 13 of 72 in all)."""
     weak = tmp_path / "weak"
     train_classifier(str(demos), str(weak), steps=30, seed=0, log=lambda m: None)
     host = PluginHost()
@@ -184,8 +190,8 @@ def test_hard_negatives_lower_the_false_positive_rate_on_the_saved_frames(
 
     control = tmp_path / "control"
     # Nothing held out (val_fraction=0), so every saved frame is trained on in the retraining.
-    options = ["steps=150", "seed=1", "val_fraction=0"]
-    train_classifier(str(demos), str(control), steps=150, seed=1, val_fraction=0, log=print)
+    options = ["steps=600", "seed=1", "val_fraction=0"]
+    train_classifier(str(demos), str(control), steps=600, seed=1, val_fraction=0, log=print)
     out = tmp_path / "retrained"
     proc = roborl(
         "reward", "relabel", f"data={demos}", f"fired={fired_dir}", f"out={out}",
@@ -197,7 +203,16 @@ def test_hard_negatives_lower_the_false_positive_rate_on_the_saved_frames(
     assert report["threshold"] == 0.5  # measured at the threshold the retraining was given
     control_fp = false_positive_rate(control, negatives)
     assert report["fp_rate_after"] == false_positive_rate(out, negatives)
-    assert report["fp_rate_after"] < control_fp, (report, control_fp)
+    after, without = [report["fp_rate_after"]], [control_fp]
+    for seed in (2, 3):
+        options = {"steps": 600, "seed": seed, "val_fraction": 0, "log": lambda m: None}
+        config = retrain_with_hard_negatives(
+            str(demos), str(fired_dir), str(tmp_path / f"retrained{seed}"), **options
+        )
+        after.append(config["hard_negatives"]["fp_rate_after"])
+        train_classifier(str(demos), str(tmp_path / f"control{seed}"), **options)
+        without.append(false_positive_rate(tmp_path / f"control{seed}", negatives))
+    assert np.mean(after) < np.mean(without), (after, without)
 
 
 def test_relabel_names_what_is_missing(tmp_path) -> None:
