@@ -4,10 +4,10 @@ Task: Gymnasium-Robotics' FetchPush-v4 (MuJoCo 3.3.7; the Fetch envs fail on MuJ
 and dm_control's Jaco lift task costs ~57 ms a step here against Fetch's ~13 ms), served by
 `env=fetch_push_pixels`: two 32 px cameras (one facing the robot across the table, one from
 its left, since the front view loses the block behind the gripper) plus proprioception and
-the goal in workspace units, the 4-D end-effector action (dx, dy, dz, gripper), 50-step episodes. The env's own
-success check does not end an episode (`end_on_success=false`): in training the classifier's
-confirmed verdict does (HIL-SERL), in evaluation the episode runs its 50 steps and success is
-Fetch's standard, the block on the goal at the last step.
+the goal in workspace units, the 4-D end-effector action (dx, dy, dz, gripper), 50-step
+episodes. The env's own success check does not end an episode (`end_on_success=false`): in
+training the classifier's confirmed verdict does (HIL-SERL), in evaluation the episode runs
+its 50 steps and success is Fetch's standard, the block on the goal at the last step.
 
 The recipe, every piece roborl's own:
 1. `roborl demos record policy=expert`: `--demos` successful scripted demonstrations, and

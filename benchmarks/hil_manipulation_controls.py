@@ -248,6 +248,12 @@ def block_locator(checkpoint: Path, episodes: int = 60, seed: int = 0) -> dict[s
     return {"frames": len(frames), "r2_trained": r2(algo.encoder), "r2_untrained": r2(fresh)}
 
 
+def run_name(run: dict[str, Any]) -> str:
+    """A run's directory name, and the summary it was read back from (`--earlier`)."""
+    name = Path(run["run_dir"]).name
+    return f"{name} (from {run['earlier']})" if run.get("earlier") else name
+
+
 def markdown(result: dict[str, Any]) -> str:
     lines = [
         "# Issue 33 controls: what keeps RLPD at the floor on FetchPush",
@@ -263,10 +269,8 @@ def markdown(result: dict[str, Any]) -> str:
             curve = ", ".join(f"{step}: {s:.2f}" for step, s in run["success"])
             sps = f"{run['median_sps']:.1f}" if run["median_sps"] is not None else "-"
             best = max((s for _, s in run["success"]), default=float("nan"))
-            name = Path(run["run_dir"]).name
-            name += f" (from {run['earlier']})" if run.get("earlier") else ""
             lines.append(
-                f"| {label} | {name} | {run['steps_reached']} "
+                f"| {label} | {run_name(run)} | {run['steps_reached']} "
                 f"({run['status']}) | {curve} | {best:.2f} | {sps} | "
                 f"{run['intervention_rate']:.2f} |"
             )
@@ -305,7 +309,7 @@ def markdown(result: dict[str, Any]) -> str:
                 for x in [f["precision"], *f.get("precision_by_part", [])]
             ]
             lines.append(
-                f"| {label} | {Path(run['run_dir']).name} | {f['fired_frames']} | {shown[0]} | "
+                f"| {label} | {run_name(run)} | {f['fired_frames']} | {shown[0]} | "
                 f"{' '.join(shown[1:])} |"
             )
     lines += ["", "Overrides of each control's first run (`roborl train` plus these):", ""]

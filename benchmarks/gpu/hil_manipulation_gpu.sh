@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Issue 33's arms on one GPU box, in one call of at most 10 minutes: every run of the arms goes
 # at once (16 cores, one GPU) until DEADLINE_S, and each run's policy-only evaluations so far
-# come back. It does not buy the 36,000 steps: on an H200 one run alone made about 24 env
-# steps/s and eight at once 8.6 each (the GPU takes the processes' small kernels in turns), so
-# a call ends near 4,000 steps (benchmarks/results/hil_manipulation_reward.md). PROFILE_S=90
-# shows where a step's time goes. The box is air-gapped with a CUDA torch:
+# come back. It does not buy the 36,000 steps: on an H200 eight runs at once made 8.6-9.8 env
+# steps/s each (the GPU takes the processes' small kernels in turns), so a call ends near
+# 4,000 steps (benchmarks/results/hil_manipulation_seeds.md). PROFILE_S=90 shows where a
+# step's time goes. The box is air-gapped with a CUDA torch:
 #
 #   scripts/download_gpu_wheels.sh                # here: .gpu-wheels/ (cp312 wheels)
 #   mkdir -p .hilgpu && cp WORK/demos.npz .hilgpu/ && cp -r WORK/classifier_relabelled .hilgpu/classifier
@@ -92,11 +92,12 @@ done
 echo "pre-flight passed after $(( $(date +%s) - START )) s"
 # PROFILE_S > 0: first one rlpd_hil run alone under cProfile for that long, so the call says
 # where a step's time goes on this box (the top of the cumulative table comes back).
-if [ "${PROFILE_S:-0}" -gt 0 ]; then
+if [ "$PROFILE_S" -gt 0 ]; then
     timeout -k 30 -s INT "$PROFILE_S" "$PY" -m cProfile -o "$WORK/profile.pstats" \
         -m roborl.core.cli train algo="$RL_ALGO" "${ALGO[@]}" "$PERSON" "${COMMON[@]}" \
         "${LEARNED[@]}" seed=50 hydra.run.dir="$WORK/profile" > "$WORK/profile.log" 2>&1
-    "$PY" - "$WORK/profile.pstats" > "$OUT/hil_gpu_profile.txt" <<'PYEOF' || tail -n 20 "$WORK/profile.log"
+    "$PY" - "$WORK/profile.pstats" > "$OUT/hil_gpu_profile.txt" <<'PYEOF' \
+        || tail -n 20 "$WORK/profile.log"
 import pstats, sys
 stats = pstats.Stats(sys.argv[1])
 stats.sort_stats("cumulative").print_stats(45)

@@ -205,12 +205,12 @@ def test_hard_negatives_lower_the_false_positive_rate_on_the_saved_frames(
     assert report["fp_rate_after"] == false_positive_rate(out, negatives)
     after, without = [report["fp_rate_after"]], [control_fp]
     for seed in (2, 3):
-        options = {"steps": 600, "seed": seed, "val_fraction": 0, "log": lambda m: None}
+        same = {"steps": 600, "seed": seed, "val_fraction": 0, "log": lambda m: None}
         config = retrain_with_hard_negatives(
-            str(demos), str(fired_dir), str(tmp_path / f"retrained{seed}"), **options
+            str(demos), str(fired_dir), str(tmp_path / f"retrained{seed}"), **same
         )
         after.append(config["hard_negatives"]["fp_rate_after"])
-        train_classifier(str(demos), str(tmp_path / f"control{seed}"), **options)
+        train_classifier(str(demos), str(tmp_path / f"control{seed}"), **same)
         without.append(false_positive_rate(tmp_path / f"control{seed}", negatives))
     assert np.mean(after) < np.mean(without), (after, without)
 
