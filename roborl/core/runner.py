@@ -40,6 +40,7 @@ from roborl.core.plugins import PluginHost
 from roborl.core.rewards import with_fired_frames_dir
 from roborl.core.run_dir import CONFIG_FILE, git_sha, plot_learning_curve, versions, write_summary
 from roborl.core.secrets import redact
+from roborl.core.stop_signals import STOP_SIGNALS
 
 log = logging.getLogger("roborl.run")
 __all__ = [
@@ -55,7 +56,7 @@ __all__ = [
 
 
 class Interrupted(KeyboardInterrupt):
-    """SIGINT or SIGTERM: checkpoint, summarise, stop."""
+    """SIGINT, SIGTERM, SIGHUP or SIGQUIT: checkpoint, summarise, stop."""
 
 
 class Runner:
@@ -221,7 +222,7 @@ def _install_signal_handlers() -> dict[int, Any]:
     # SIGINT too: a library imported by some plugin may have replaced Python's default
     # handler, and Ctrl-C must always reach the runner so it can write its final checkpoint.
     previous: dict[int, Any] = {}
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    for signum in STOP_SIGNALS:  # a closed terminal (SIGHUP) too: checkpoint, then stop
         try:
             previous[signum] = signal.signal(signum, _raise_interrupted)
         except ValueError:  # not in the main thread

@@ -26,6 +26,8 @@ from roborl.core.errors import ConfigError
 
 FIELDS = ("position", "velocity", "effort")
 INTERFACES = ("forward", "trajectory", "twist")
+#: ros2_control command interfaces a forward_command_controller drives (its `interface_name`).
+COMMAND_INTERFACES = ("position", "velocity", "effort")
 TERMINATE_KEYS = ("joint", "abs_above")
 RESET_MODES = ("wait", "topic", "operator", "home", "service")
 
@@ -43,6 +45,14 @@ class CommandConfig:
     )
     joints: list[str] | None = field(
         default=None, metadata={"help": "commanded joints in the controller's order (null: joints)"}
+    )
+    interface_name: str | None = field(
+        default=None,
+        metadata={
+            "choices": [None, *COMMAND_INTERFACES],
+            "help": "interface=forward only: the controller's interface_name (position | "
+            "velocity | effort), which decides what a stop sends",
+        },
     )
     topic: str | None = field(
         default=None, metadata={"help": "null: derived from interface and controller"}
@@ -72,9 +82,13 @@ class RobotSafetyConfig:
         default=0.5,
         metadata=rng(0.0, None, "hold when no command went out for this long (policy watchdog)"),
     )
-    hold: str = field(
-        default="zero",
-        metadata={"choices": ["zero", "last"], "help": "zero (effort/velocity) or last (position)"},
+    hold: str | None = field(
+        default=None,
+        metadata={
+            "choices": [None, "zero", "position", "last"],
+            "help": "null: from the command interface (zero on velocity/effort, position "
+            "where the arm stands on position); a value must agree with the interface",
+        },
     )
 
 
@@ -228,6 +242,7 @@ class RobotConfig:
         if self.command.time_from_start_s is not None:
             _positive(self.command.time_from_start_s, "robot.command.time_from_start_s")
         self._check_safety(len(commanded))
+        hold_for(dataclasses.asdict(self))  # the interface decides the hold: refuse a conflict
         if self.terminate is not None:
             _known_keys(self.terminate, TERMINATE_KEYS, "robot.terminate")
 
@@ -259,6 +274,46 @@ class RobotConfig:
         _positive(s.max_state_age_s, "robot.safety.max_state_age_s")
         _positive(s.max_policy_time_s, "robot.safety.max_policy_time_s")
         s.low, s.high = [float(v) for v in low], [float(v) for v in high]
+
+
+def hold_for(cfg: Mapping[str, Any]) -> str:
+    """What a stop sends on this robot's command interface: "zero" (velocity and effort
+    interfaces: a mobile base's Twist, a velocity or effort forward_command_controller) or
+    "position" (hold where the arm stands: joint_trajectory_controller, a position
+    forward_command_controller). `robot.safety.hold` may only say the same."""
+    command, safety = cfg["command"], cfg["safety"]
+    interface, name = command["interface"], command.get("interface_name")
+    if interface == "trajectory":
+        kind, why = "position", "JointTrajectory carries positions"
+    elif interface == "twist":
+        kind, why = "zero", "a Twist is a velocity"
+    elif name is None:
+        raise ConfigError(
+            "robot.command.interface=forward needs robot.command.interface_name: position, "
+            "velocity or effort, the interface_name of your forward_command_controller. "
+            "roborl does not guess it, because a stop sends zero to velocity and effort "
+            "interfaces but the measured position to a position interface, and zero sent to "
+            "a position controller is a move to zero, not a stop."
+        )
+    else:
+        kind = "position" if name == "position" else "zero"
+        why = f"interface_name={name}"
+    given = safety.get("hold")
+    given = "position" if given == "last" else given
+    if given is not None and given != kind:
+        raise ConfigError(
+            f"robot.safety.hold={safety.get('hold')!r} conflicts with the command interface "
+            f"(robot.command.interface={interface}, {why}): a stop there must send "
+            f"{'the measured position' if kind == 'position' else 'zero'}. "
+            + (
+                "Zero sent to a position interface commands a move to zero, which on an arm "
+                "standing elsewhere is a collision caused by the stop itself. "
+                if kind == "position"
+                else "Repeating a position on a velocity or effort interface keeps it moving. "
+            )
+            + f"Leave robot.safety.hold unset (null) or set it to {kind}."
+        )
+    return kind
 
 
 def _positive(value: float, key: str, extra: str = "") -> None:

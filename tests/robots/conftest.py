@@ -165,6 +165,20 @@ def balance_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
+def nan_checkpoint(balance_checkpoint: Path, tmp_path: Path) -> Path:
+    """The balance policy with NaN weights: every action it computes is NaN."""
+    from roborl.core.checkpoint import load_checkpoint
+
+    ckpt = load_checkpoint(balance_checkpoint)
+    ckpt.pop("path", None)
+    for key, value in ckpt["state"]["actor"].items():
+        ckpt["state"]["actor"][key] = torch.full_like(value, float("nan"))
+    path = tmp_path / "nan.pt"
+    torch.save(ckpt, path)  # save_checkpoint rightly refuses NaN weights: written by hand
+    return path
+
+
+@pytest.fixture
 def rclpy_env(ros_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """ros_env (own ROS_DOMAIN_ID) with ROS 2's localhost-only discovery, for both sides."""
     monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")

@@ -174,8 +174,11 @@ def _layer(**kw) -> SafetyLayer:
 
 def test_safety_clamps_rate_limits_and_rejects_nonfinite() -> None:
     s = _layer(max_delta=0.5)
+    s.bind_output(lambda command: None)
+    s.enable()
     d = s.filter(np.array([5.0, -5.0]), state_age_s=0.0)
     np.testing.assert_allclose(d.command, [0.5, -0.5])  # clamp then rate limit from 0
+    assert s.emit(d.command)  # the rate limit counts from what was sent
     d = s.filter(np.array([5.0, -5.0]), state_age_s=0.0)
     np.testing.assert_allclose(d.command, [1.0, -1.0])
     d = s.filter(np.array([np.nan, 0.0]), state_age_s=0.0)
@@ -187,11 +190,13 @@ def test_safety_clamps_rate_limits_and_rejects_nonfinite() -> None:
 
 
 def test_safety_watchdog_and_latched_estop() -> None:
-    s = _layer(max_state_age_s=0.1, max_policy_time_s=0.2, hold="last")
-    s.filter(np.array([0.3, 0.4]), 0.0)
+    s = _layer(max_state_age_s=0.1, max_policy_time_s=0.2, hold="position")
+    s.bind_output(lambda command: None)
+    s.enable()
+    assert s.emit(s.filter(np.array([0.3, 0.4]), 0.0).command)
     d = s.filter(np.array([1.0, 1.0]), state_age_s=0.5)
     assert d.watchdog and d.held and "old" in d.cause
-    np.testing.assert_allclose(d.command, [0.3, 0.4])  # position hold: last command
+    np.testing.assert_allclose(d.command, [0.3, 0.4])  # no measurement: the last sent
     d = s.filter(np.array([1.0, 1.0]), state_age_s=0.0, policy_time_s=0.3)
     assert d.watchdog and "policy took" in d.cause
     s.trigger_estop("test")
@@ -213,7 +218,7 @@ def test_dds_driver_round_trip_and_malformed_state_never_updates(ros_env) -> Non
         {
             "joints": ["slider", "hinge"],
             "transport": "dds",
-            "command": {"controller": "ctl", "joints": ["slider"]},
+            "command": {"controller": "ctl", "joints": ["slider"], "interface_name": "velocity"},
         }
     )
     good = _js(["hinge", "slider"], [0.2, 0.1], [2.0, 1.0])

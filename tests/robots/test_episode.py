@@ -27,7 +27,7 @@ def _cfg(**extra: object) -> dict:
         "transport": "rclpy",
         "joints": ["slider", "hinge"],
         "fields": ["position", "velocity"],
-        "command": {"joints": ["slider"]},
+        "command": {"joints": ["slider"], "interface_name": "effort"},
         "rate_hz": 50.0,
         "connect_timeout_s": 60.0,
         "max_episode_steps": 100000,

@@ -85,7 +85,7 @@ def _cfg(kind: str, intervention: dict, **extra: Any) -> dict:
         "transport": kind,
         "joints": ["a", "b"],
         "fields": ["position", "velocity"],
-        "command": {"controller": "ctl", "joints": ["a", "b"]},
+        "command": {"controller": "ctl", "joints": ["a", "b"], "interface_name": "velocity"},
         "rate_hz": 50.0,
         "connect_timeout_s": 60.0,
         "max_episode_steps": 1000,

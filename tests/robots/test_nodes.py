@@ -82,7 +82,7 @@ def test_estop_stops_commands_and_stays_latched(ros_env, nodes, balance_checkpoi
 
     def on_cmd(msg: msgs.Float64MultiArray) -> None:
         with lock:
-            seen.append(time.monotonic())
+            seen.append(list(msg.data))
 
     t.subscribe("/forward_command_controller/commands", msgs.Float64MultiArray, on_cmd)
     estop = t.publisher("/estop", msgs.Bool)
@@ -93,21 +93,19 @@ def test_estop_stops_commands_and_stays_latched(ros_env, nodes, balance_checkpoi
     estop(msgs.Bool(True))
     ev = dep.wait_event("estop", 60)
     assert "e-stop message" in ev["cause"]
-    # Within one control period: from the latch on, at most the one command that had already
-    # passed the safety filter goes out (counted by deploy, so machine load cannot skew it).
-    assert ev["commands_sent"] - ev["commands_at_estop"] <= 1, ev
     estop(msgs.Bool(False))  # releasing the button does not un-latch
     with lock:
         n = len(seen)
-    time.sleep(1.5)
-    with lock:
-        assert len(seen) == n  # latched: nothing reached the robot meanwhile
+    deadline = time.monotonic() + 60  # the hold is re-sent every period while latched
+    while len(seen) < n + 20 and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert dep.proc.poll() is None  # the node is alive and latched, not crashed
     dep.proc.terminate()
     done = dep.wait_event("done", 60)
-    # None after, ever, but the final hold at exit (every stop ends with the hold; deploy's
-    # `done` counts it).
-    assert done["estop"] and done["commands"] == ev["commands_sent"] + 1, (ev, done)
+    assert done["estop"] and done["commands"] > ev["commands_at_estop"], (ev, done)
+    with lock:  # since the latch was reported: nothing but the hold (zero on effort), ever
+        after = seen[n:]
+    assert len(after) >= 20 and all(c == [0.0] for c in after), after[:5]
     assert dep.proc.wait(timeout=60) == 0
     t.close()
 

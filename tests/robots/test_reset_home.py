@@ -25,7 +25,11 @@ def _cfg(**reset) -> dict:
         "transport": "dds",
         "joints": ["shoulder", "elbow"],
         "fields": ["position", "velocity"],
-        "command": {"controller": "pos_ctl", "joints": ["shoulder", "elbow"]},
+        "command": {
+            "controller": "pos_ctl",
+            "joints": ["shoulder", "elbow"],
+            "interface_name": "position",
+        },
         "rate_hz": 50.0,
         "connect_timeout_s": 30.0,
         "safety": {"low": [-1.0, -1.0], "high": [1.0, 1.0], "max_delta": MAX_DELTA, "hold": "last"},

@@ -8,7 +8,10 @@ import pytest
 from roborl.core.errors import ConfigError
 from roborl.robots.config import RobotConfig, parse_robot_config, robot_config_dict
 
-BASE = {"joints": ["slider", "hinge"], "command": {"joints": ["slider"]}}
+BASE = {
+    "joints": ["slider", "hinge"],
+    "command": {"joints": ["slider"], "interface_name": "velocity"},
+}
 
 
 def with_(**changes) -> dict:
@@ -36,7 +39,7 @@ def with_(**changes) -> dict:
         ),
         (with_(safety={"max_state_age_s": 0}), ["robot.safety.max_state_age_s=0"]),
         (with_(safety={"max_policy_time_s": -1.0}), ["robot.safety.max_policy_time_s=-1.0"]),
-        (with_(safety={"hold": "freeze"}), ["robot.safety.hold='freeze'", "zero, last"]),
+        (with_(safety={"hold": "freeze"}), ["robot.safety.hold='freeze'", "zero, position"]),
         (with_(rate_hz=0), ["robot.rate_hz=0"]),
         (with_(rate_hz=float("inf")), ["robot.rate_hz=inf"]),
         (with_(connect_timeout_s=-2.0), ["robot.connect_timeout_s=-2.0"]),
@@ -81,8 +84,12 @@ def test_rate_limit_never_walks_past_a_limit() -> None:
     from roborl.robots.env.safety import SafetyConfig, SafetyLayer
 
     layer = SafetyLayer(SafetyConfig(low=[-1.0], high=[1.0], max_delta=0.5))
-    commands = [layer.filter(np.array([-3.0]), 0.0).command[0] for _ in range(6)]
-    assert commands == [-0.5, -1.0, -1.0, -1.0, -1.0, -1.0]
+    sent: list[float] = []
+    layer.bind_output(lambda command: sent.append(float(command[0])))
+    layer.enable()
+    for _ in range(6):
+        assert layer.emit(layer.filter(np.array([-3.0]), 0.0).command)
+    assert sent == [-0.5, -1.0, -1.0, -1.0, -1.0, -1.0]
 
 
 def test_cli_refuses_an_unknown_robot_key_before_any_ros_traffic(tmp_path) -> None:

@@ -52,12 +52,13 @@ def test_estop_sends_the_hold_at_once_and_nothing_after() -> None:
     assert out.sent[-1] == HOLD and len(out.sent) == 2
 
 
-def test_hold_last_repeats_the_last_command() -> None:
-    safety, out = layer(hold="last")
+def test_position_hold_without_a_measurement_repeats_the_last_command_sent() -> None:
+    safety, out = layer(hold="position")
     decision = safety.filter(np.array([0.3, 0.2]), state_age_s=0.0)
     assert safety.emit(decision.command)
+    safety.filter(np.array([0.9, 0.9]), state_age_s=0.0)  # computed, never sent
     safety.trigger_estop("test")
-    assert out.sent[-1] == [0.3, 0.2]
+    assert out.sent[-1] == [0.3, 0.2]  # the last command *sent*, not the last filtered
 
 
 def test_clearing_only_clears_and_an_explicit_enable_resumes() -> None:
@@ -87,7 +88,8 @@ def test_disable_sends_the_hold_and_stops_commands() -> None:
 
 def test_supervisor_holds_when_the_loop_goes_silent() -> None:
     """A hung policy: the loop sent one command and then nothing. The supervisor, on its own
-    thread, sends the hold once the silence exceeds max_policy_time_s, once per stall."""
+    thread, sends the hold once the silence exceeds max_policy_time_s (one intervention per
+    stall), and repeats it every period while the stall lasts."""
     safety, out = layer(max_policy_time_s=0.05)
     safety.start_supervisor(0.01)
     try:
@@ -95,15 +97,17 @@ def test_supervisor_holds_when_the_loop_goes_silent() -> None:
         assert poll_until(lambda: out.sent[-1] == HOLD, 30.0, 0.005), out.sent
         assert safety.interventions["watchdog_supervisor"] == 1
         n = len(out.sent)
-        # The stall goes on: still one hold, not a stream of them.
-        assert not poll_until(lambda: len(out.sent) > n, 0.3, 0.005)
+        # The stall goes on: the hold is re-sent every period, still one intervention.
+        assert poll_until(lambda: len(out.sent) > n + 3, 30.0, 0.005)
+        assert all(c == HOLD for c in out.sent[n:])
+        assert safety.interventions["watchdog_supervisor"] == 1
         assert safety.emit(np.array([0.1, 0.1]))  # the loop is back: commands flow again
         assert poll_until(lambda: safety.interventions["watchdog_supervisor"] == 2, 30.0, 0.005)
     finally:
         safety.stop_supervisor()
 
 
-def test_supervisor_stays_quiet_while_disabled_or_estopped() -> None:
+def test_supervisor_sends_nothing_while_configured_but_never_enabled() -> None:
     safety, out = layer(max_policy_time_s=0.02)
     safety.disable("inactive", hold=False)
     safety.start_supervisor(0.005)

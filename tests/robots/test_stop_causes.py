@@ -18,7 +18,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import torch
 
 from roborl.robots.nodes.processes import EventProcess as Proc
 
@@ -110,20 +109,6 @@ HANG_PLUGIN = textwrap.dedent(
 )
 
 
-@pytest.fixture
-def nan_checkpoint(balance_checkpoint: Path, tmp_path: Path) -> Path:
-    """The balance policy with NaN weights: every action it computes is NaN."""
-    from roborl.core.checkpoint import load_checkpoint
-
-    ckpt = load_checkpoint(balance_checkpoint)
-    ckpt.pop("path", None)
-    for key, value in ckpt["state"]["actor"].items():
-        ckpt["state"]["actor"][key] = torch.full_like(value, float("nan"))
-    path = tmp_path / "nan.pt"
-    torch.save(ckpt, path)  # save_checkpoint rightly refuses NaN weights: written by hand
-    return path
-
-
 def _install_hang_plugin(tmp_path: Path) -> Path:
     """HANG_PLUGIN as an installed distribution (entry point included) in a folder to put
     on PYTHONPATH; returns the folder."""
@@ -199,7 +184,7 @@ def test_estop_topic_hold_is_sent_and_nothing_but_holds_follow(
     )
     robot.send("estop")
     ev = dep.wait_event("estop", 60)
-    assert ev["commands_sent"] - ev["commands_at_estop"] == 1, ev  # the hold alone
+    assert ev["commands_sent"] > ev["commands_at_estop"], ev  # the hold (re-sent while latched)
     dep.proc.send_signal(signal.SIGTERM)
     done = dep.wait_event("done", 120)
     cmds = _all_arrived(robot, done)

@@ -25,6 +25,7 @@ ROBOT_PARAMS = {
     "command.interface": "forward (Float64MultiArray), trajectory or twist",
     "command.controller": "ros2_control controller that takes the commands",
     "command.joints": "commanded joints, in the controller's order",
+    "command.interface_name": "forward only: position, velocity or effort (decides the hold)",
     "command.topic": "command topic ('': derived from interface and controller)",
     "command.time_from_start_s": "JointTrajectory time_from_start (0: one control period)",
     "safety.low": "lower command limit per commanded joint",
@@ -32,9 +33,15 @@ ROBOT_PARAMS = {
     "safety.max_delta": "largest command change per step (0: no rate limit)",
     "safety.max_state_age_s": "watchdog: hold when the newest JointState is older",
     "safety.max_policy_time_s": "watchdog: hold when the policy takes longer",
-    "safety.hold": "hold command: zero (effort/velocity) or last (position)",
+    "safety.hold": "'' (from the interface), zero (effort/velocity) or position",
 }
-_NULL_AS = {"command.topic": "", "command.time_from_start_s": 0.0, "safety.max_delta": 0.0}
+_NULL_AS = {
+    "command.topic": "",
+    "command.time_from_start_s": 0.0,
+    "safety.max_delta": 0.0,
+    "command.interface_name": "",
+    "safety.hold": "",
+}
 
 
 def _get(cfg: Mapping[str, Any], dotted: str) -> Any:

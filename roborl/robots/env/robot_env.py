@@ -9,9 +9,10 @@ Enter), or `home` (a scripted joint-space move to `reset.home`, linearly interpo
 policy-time watchdog measures, at each `step`, the time since the previous observation was
 handed out: the policy's inference plus whatever else the caller (e.g. a learner) did in
 between; past `safety.max_policy_time_s` the robot holds and the episode is truncated, in
-`train` as in `deploy`. `hold()` sends the hold command between episodes. For
-position control (`safety.hold: last`) every hold and the final stop repeat the last commanded
-(or, before any, the measured) position, never zero. Reward is task-specific and real
+`train` as in `deploy`. `hold()` sends the hold command between episodes. On position
+interfaces (trajectory, a position forward controller) every hold and the final stop send
+where the arm stands (the newest measured position; the last command sent when that is
+stale), never zero. Reward is task-specific and real
 robots rarely report it, so the config picks a simple one (`alive`: 1 per step) and an optional
 termination bound on one observed joint (`terminate: {joint: hinge, abs_above: 0.2}`).
 
@@ -39,7 +40,8 @@ import gymnasium as gym
 import numpy as np
 
 from roborl.core.errors import ConfigError, RobotError
-from roborl.robots.config import robot_config_dict
+from roborl.core.stop_signals import STOP_SIGNALS, signal_cause
+from roborl.robots.config import hold_for, robot_config_dict
 from roborl.robots.env.driver import Ros2Driver
 from roborl.robots.env.episode import EpisodeConfig, EpisodeControl, call_trigger
 from roborl.robots.env.intervention import make_teleop
@@ -95,7 +97,7 @@ class RobotEnv(gym.Env):
                 max_delta=s.get("max_delta"),
                 max_state_age_s=float(s["max_state_age_s"]),
                 max_policy_time_s=float(s["max_policy_time_s"]),
-                hold=s["hold"],
+                hold=hold_for(self.cfg),
                 max_camera_age_s={c.name: c.max_age_s for c in self.driver.cameras},
             )
         )
@@ -121,7 +123,7 @@ class RobotEnv(gym.Env):
             self._term_bound = float(term.get("abs_above", np.inf))
         self.reset_cfg = dict(self.cfg["reset"])  # validated, defaults filled (ResetConfig)
         mode = self.reset_cfg["mode"]
-        if mode == "home" or self.safety.config.hold == "last":
+        if mode == "home" or self.safety.config.hold == "position":
             self._position_index()  # validates that the commanded joints' positions are observed
         if mode == "home":
             self._home = self._check_home(self.reset_cfg["home"])
@@ -132,10 +134,10 @@ class RobotEnv(gym.Env):
                 "robot.episode.success_key and robot.reset.mode=operator both read stdin: "
                 "use success_service, or another reset mode."
             )
-        self.commands_at_estop: int | None = None
         self.driver.on_estop(self._on_estop)
         self.driver.connect(float(self.cfg["connect_timeout_s"]))
-        if self.safety.config.hold == "last":
+        if self.safety.config.hold == "position":  # holds read where the arm stands
+            self.safety.bind_measurement(self._measured_command_positions)
             self.safety.set_last(self.commanded_positions())
         # Every command and hold goes out through the safety layer from here on; creating
         # the env is the explicit request to command (deploy disables it until activate).
@@ -166,7 +168,8 @@ class RobotEnv(gym.Env):
         missing = [j for j in d.command_joints if j not in d.joints]
         if "position" not in d.fields or missing:
             raise ConfigError(
-                "robot.reset.mode=home and robot.safety.hold=last need the commanded joints' "
+                "robot.reset.mode=home and position interfaces (whose hold is where the arm "
+                "stands) need the commanded joints' "
                 f"positions: robot.fields={d.fields} must include 'position' and robot.joints "
                 f"must include {missing or d.command_joints}."
             )
@@ -175,8 +178,13 @@ class RobotEnv(gym.Env):
 
     def commanded_positions(self) -> np.ndarray:
         """Measured positions of the commanded joints, in the controller's joint order."""
-        obs, _ = self.driver.observation()
-        return obs[self._position_index()]
+        return self._measured_command_positions()[0]
+
+    def _measured_command_positions(self) -> tuple[np.ndarray, float]:
+        """(commanded joints' measured positions, seconds since their JointState arrived):
+        what a position hold sends, if fresh enough."""
+        obs, age = self.driver.observation()
+        return obs[self._position_index()], age
 
     def _check_home(self, home: Any) -> np.ndarray:
         n = len(self.driver.command_joints)
@@ -357,23 +365,24 @@ class RobotEnv(gym.Env):
         return obs, reward, terminated, truncated, info
 
     def hold(self) -> None:
-        """Send the safety layer's hold command now (zero, or the last position for
-        `hold: last`): the robot waits there between episodes, e.g. while the learner
+        """Send the safety layer's hold command now (zero, or where the arm stands on a
+        position interface): the robot waits there between episodes, e.g. while the learner
         updates, instead of repeating the episode's last action."""
         self.safety.send_hold()
 
+    @property
+    def commands_at_estop(self) -> int | None:
+        """How many commands had gone out when the e-stop latched (None: not latched):
+        proof that only holds follow the latch."""
+        return self.safety.outputs_at_estop
+
     def _on_estop(self, cause: str) -> None:
-        """Latch (the hold goes out at once), noting how many commands had gone out before
-        it: proof that only the hold follows the latch."""
-        with self.safety._out_lock:
-            if not self.safety.estopped:
-                self.commands_at_estop = self.driver.sent
-            self.safety.trigger_estop(cause)
+        """Latch (the hold goes out at once)."""
+        self.safety.trigger_estop(cause)
 
     def reset_estop(self) -> None:
         """Clear the latch only: commanding resumes after an explicit `activate()`."""
         self.safety.reset_estop()
-        self.commands_at_estop = None
 
     def activate(self) -> None:
         """The explicit request to command again after a cleared e-stop (`~/activate`)."""
@@ -398,19 +407,22 @@ class RobotEnv(gym.Env):
 
 
 def make_robot_env(cfg: Mapping[str, Any], driver: Ros2Driver | None = None) -> gym.Env:
-    """Factory registered as `roborl_robots["ros2"]`; Ctrl-C latches the e-stop first."""
+    """Factory registered as `roborl_robots["ros2"]`. Every stop signal (Ctrl-C, SIGTERM,
+    SIGHUP, SIGQUIT) requests the e-stop first (the hold follows on the supervisor's thread,
+    after any command the signal interrupted), then runs the handler that was there."""
     env = RobotEnv(cfg, driver=driver)
-    previous = signal.getsignal(signal.SIGINT)
+    for signum in STOP_SIGNALS:
+        previous = signal.getsignal(signum)
 
-    def on_sigint(signum: int, frame: Any) -> None:
-        env.safety.trigger_estop("Ctrl-C")  # sends the hold at once
-        if callable(previous):
-            previous(signum, frame)
-        else:
-            raise KeyboardInterrupt
+        def on_signal(signum: int, frame: Any, previous: Any = previous) -> None:
+            env.safety.request_estop(signal_cause(signum))
+            if callable(previous):
+                previous(signum, frame)
+            else:
+                raise KeyboardInterrupt
 
-    try:
-        signal.signal(signal.SIGINT, on_sigint)
-    except ValueError:  # not the main thread
-        pass
+        try:
+            signal.signal(signum, on_signal)
+        except ValueError:  # not the main thread
+            break
     return env

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from roborl.core.config import build_config
 from roborl.core.errors import RoborlError, RobotError
+from roborl.core.stop_signals import STOP_SIGNALS
 
 if TYPE_CHECKING:
     from roborl.robots.transport.protocol import Transport
@@ -81,13 +82,13 @@ def guard_command(fn: Any, command: str, summary: str) -> Any:
 
 
 def stop_on_signals() -> list[bool]:
-    """A flag that SIGTERM or Ctrl-C sets, so a node's loop ends and closes its transport
+    """A flag that any stop signal (Ctrl-C, SIGTERM, SIGHUP, SIGQUIT) sets, so a node's loop ends and closes its transport
     cleanly instead of dying mid-publish: ``while not stop[0]: ...``."""
     stop = [False]
 
     def on_signal(signum: int, frame: Any) -> None:
         stop[0] = True
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, on_signal)
     return stop

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from roborl.core.stop_signals import STOP_SIGNALS, signal_cause
 from roborl.robots.nodes.common import announce
 
 
@@ -31,14 +32,17 @@ class ControlLoop:
             time.sleep(min(delay, 0.002) if self.sim_time else delay)
         return next_tick
 
-    def run(self) -> int:
-        def on_sigint(signum: int, frame: Any) -> None:
-            if self.env is not None:  # latches and sends the hold at once
-                self.env.safety.trigger_estop("Ctrl-C" if signum == signal.SIGINT else "SIGTERM")
-            self.stop = True
+    def on_stop_signal(self, signum: int, frame: Any) -> None:
+        """Any stop signal: request the e-stop (its hold follows on the supervisor's thread,
+        after a command this handler may have interrupted, never before it) and end the loop.
+        It takes no lock: the main thread it runs on may hold them."""
+        if self.env is not None:
+            self.env.safety.request_estop(signal_cause(signum))
+        self.stop = True
 
-        signal.signal(signal.SIGINT, on_sigint)
-        signal.signal(signal.SIGTERM, on_sigint)
+    def run(self) -> int:
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, self.on_stop_signal)
         if self.autostart:
             self._start()
         else:
@@ -118,10 +122,13 @@ class ControlLoop:
                         event="watchdog_stop",
                         cause=decision.cause,
                         t=done - t0,
+                        commands_sent=driver.sent,
                     )
                     if self.on_watchdog == "exit":
                         self.code = 3
                         break
+        if self.env is not None:  # a stop signal's latch, before the statistics read it
+            self.env.safety.apply_requested_estop()
         self.stats = self._stats(latency, compute, ticks, time.monotonic() - t0)
         self.stats.update(
             state_age_ms_p50=_pct(ages, 50),

@@ -17,6 +17,7 @@ import numpy as np
 from roborl.core.errors import ConfigError, RobotError
 from roborl.robots.nodes.common import announce, emit_event
 from roborl.robots.nodes.deploy_loop import ControlLoop
+from roborl.robots.nodes.policy_check import TrainedRobot, check_trained_robot
 
 if TYPE_CHECKING:
     from roborl.robots.nodes.deploy import DeployOptions
@@ -44,6 +45,7 @@ class DeployNode(ControlLoop):
         self.driver: Any = None
         self.algo: Any = None
         self.onnx_policy: Any = None  # runtime=onnx: policy.onnx alone, no algorithm
+        self.trained: TrainedRobot | None = None  # the robot layout the policy learnt on
         self.active = False
         self.started = False
         self.stop = False
@@ -54,13 +56,16 @@ class DeployNode(ControlLoop):
         if opts.model and opts.runtime == "onnx":
             from roborl.core.onnx_policy import onnx_policy_from_model_dir
 
-            self.onnx_policy, _ = onnx_policy_from_model_dir(opts.model)
+            self.onnx_policy, meta = onnx_policy_from_model_dir(opts.model)
+            self.trained = TrainedRobot.of(meta)
         elif opts.model:
             from roborl.core.model_dir import algorithm_from_model_dir
 
-            self.algo, _ = algorithm_from_model_dir(host, opts.model)
+            self.algo, meta = algorithm_from_model_dir(host, opts.model)
+            self.trained = TrainedRobot.of(meta)
         elif opts.checkpoint:
-            self.algo, _ = algorithm_from_checkpoint(host, opts.checkpoint)
+            self.algo, meta = algorithm_from_checkpoint(host, opts.checkpoint)
+            self.trained = TrainedRobot.of(meta)
         else:
             name = algo_cfg["name"]  # type: ignore[index]
             if not host.registry.get("algorithms", name).checkpoint_free:
@@ -124,6 +129,9 @@ class DeployNode(ControlLoop):
             self.algo = build_algorithm(host, algo_cfg, obs_space, act_space, "cpu")
         self.policy = self.onnx_policy if self.onnx_policy is not None else self.algo.policy()
         _check_policy_space(self.policy.observation_space, obs_space, d)
+        unchecked = check_trained_robot(self.trained, d)  # joint names and order
+        if unchecked:
+            announce(self.transport, logging.INFO, event="policy_check", note=unchecked)
         self.sim_time = bool(self.transport.use_sim_time)
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -208,37 +216,37 @@ class DeployNode(ControlLoop):
         return True
 
     def _halt(self, cause: str) -> None:
-        """Stop commanding and leave the robot holding (the hold goes out at once)."""
+        """Stop commanding and leave the robot holding (the hold goes out at once). Without
+        `self.lock`, which the control loop holds while the policy runs: a stop must not wait
+        for a slow policy (an LLM takes seconds); the safety layer's own output lock orders
+        the hold after any command in flight, and the loop's next `emit` is refused."""
         self.active = False
         if self.env is not None:
             self.env.safety.disable(cause)
 
     def _on_deactivate(self) -> bool:
-        with self.lock:
-            self._halt("lifecycle deactivate")
+        self._halt("lifecycle deactivate")
         self._lifecycle("inactive")
         return True
 
     def _on_cleanup(self) -> bool:
-        with self.lock:
-            self._halt("lifecycle cleanup")
+        self._halt("lifecycle cleanup")
         self._lifecycle("unconfigured")
         return True
 
     def _on_shutdown(self) -> bool:
-        with self.lock:
-            self._halt("lifecycle shutdown")
-            self.stop = True
+        self._halt("lifecycle shutdown")
+        self.stop = True
         self._lifecycle("finalized")
         return True
 
     def _clear_estop(self) -> None:
         """Clearing only clears: the node goes to inactive and commands again only after an
-        explicit lifecycle activate (or `~/activate` for a node without a lifecycle)."""
-        with self.lock:
-            self.env.reset_estop()
-            self.reported_estop = False
-            self.active = False
+        explicit lifecycle activate (or `~/activate` for a node without a lifecycle). Like a
+        stop, it does not wait for the policy."""
+        self.active = False
+        self.env.reset_estop()
+        self.reported_estop = False
         announce(self.transport, logging.WARNING, event="estop_cleared", awaiting="activate")
         if self.managed and self.transport.lifecycle_state() == "active":
             # Off the service's thread: a transition from inside a callback would wait on it.

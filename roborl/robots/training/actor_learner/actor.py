@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from roborl.core.errors import ConfigError, RobotError
+from roborl.core.stop_signals import STOP_SIGNALS
 from roborl.robots.nodes.common import emit_event, guard_command
 from roborl.robots.training.actor_learner import keys as keyring
 from roborl.robots.training.actor_learner.actor_loop import Actor
@@ -119,7 +120,9 @@ def actor_main(argv: list[str]) -> int:
     def on_signal(signum: int, frame: Any) -> None:
         actor.stop = True
 
-    signal.signal(signal.SIGTERM, on_signal)  # Ctrl-C keeps the env's handler: e-stop first
+    for signum in STOP_SIGNALS:  # Ctrl-C keeps the env's handler: e-stop first
+        if signum != signal.SIGINT:
+            signal.signal(signum, on_signal)
     try:
         actor.run()
     except RobotError as exc:
