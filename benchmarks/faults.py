@@ -10,10 +10,12 @@ is injected, and the script records:
 - non-hold commands after the hold (motion commands that followed the stop);
 - displacement after the hold: how far the slider moved from the hold to the end of the run.
 
-Faults: e-stop by service, by topic, SIGTERM, SIGKILL (also against `roborl sim-robot`, whose
+Faults: e-stop by service, by topic, SIGTERM, SIGHUP, SIGKILL (also against `roborl sim-robot`, whose
 command timeout is the only thing that can hold then), a hung policy, a NaN policy, stale state
 (the robot's JointState stream dies) and a remote clear from an unrelated node (motion commands
-before an explicit activate). Writes benchmarks/results/faults.json and faults.md.
+before an explicit activate). Then the same stops against a position-controlled arm, a
+slow-policy deactivate and a second deploy on the same robot (`faults_position.py`). Writes
+benchmarks/results/faults.json and faults.md.
 
     nice -n 10 python benchmarks/faults.py [--out benchmarks/results/faults.json]
 """
@@ -34,6 +36,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from faults_position import POSITION_FAULTS, run_position_fault, second_deploy
 
 ROOT = Path(__file__).resolve().parents[1]
 ROBOT = ROOT / "benchmarks" / "peers" / "stop_robot.py"
@@ -175,6 +178,8 @@ def run_fault(fault: str, tmp: Path, env: dict[str, str]) -> dict:
         t_fault = robot.named("estop_sent")[0]["t"]
     elif fault == "sigterm":
         dep.proc.send_signal(signal.SIGTERM)
+    elif fault == "sighup":  # a closed terminal or a dropped SSH session
+        dep.proc.send_signal(signal.SIGHUP)
     elif fault == "sigkill":
         dep.proc.kill()
     elif fault == "stale_state":
@@ -286,14 +291,17 @@ def learner_killed(env: dict[str, str], tmp: Path) -> dict:
     }
 
 
-FAULTS = ["estop_service", "estop_topic", "sigterm", "sigkill", "hung_policy", "nan_policy",
-          "stale_state", "remote_clear", "learner_killed"]  # fmt: skip
+FAULTS = ["estop_service", "estop_topic", "sigterm", "sighup", "sigkill", "hung_policy",
+          "nan_policy", "stale_state", "remote_clear", "learner_killed"]  # fmt: skip
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="benchmarks/results/faults.json")
     ap.add_argument("--faults", nargs="+", default=FAULTS, choices=FAULTS)
+    ap.add_argument("--position-faults", nargs="*", default=POSITION_FAULTS,
+                    choices=POSITION_FAULTS)  # fmt: skip
+    ap.add_argument("--no-second-deploy", action="store_true")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)
@@ -323,20 +331,29 @@ def main() -> None:
             if fault == "sigkill":
                 rows.append(sigkill_sim_robot(env, tmp))
                 print(json.dumps(rows[-1]), flush=True)
+        for fault in args.position_faults:
+            rows.append(run_position_fault(fault, tmp, env, Proc, ESTOP_CLIENT))
+            print(json.dumps(rows[-1]), flush=True)
+        if not args.no_second_deploy:
+            rows.append(second_deploy(tmp, env, Proc))
+            print(json.dumps(rows[-1]), flush=True)
     out = {
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                     "loadavg_before": load_before, "loadavg_after": os.getloadavg()},
         "setup": "deploy over rclpy at 50 Hz, the plain robot's JointState at 100 Hz, "
-                 "safety.max_policy_time_s 0.5 s, max_state_age_s 0.25 s (stale fault) or 5 s",
+                 "safety.max_policy_time_s 0.5 s, max_state_age_s 0.25 s (stale fault) or 5 s; "
+                 "the position arm (benchmarks/faults_position.py): JointState at 200 Hz, "
+                 "joint_trajectory_controller, max_delta 0.002",
         "rows": rows,
     }  # fmt: skip
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
-    lines = ["| fault | time to hold (ms) | non-hold commands after | displacement after | note |",
-             "|---|---|---|---|---|"]  # fmt: skip
+    lines = ["| robot | fault | time to hold (ms) | non-hold commands after | displacement after "
+             "| hold error (rad) | note |", "|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in rows:
-        lines.append(f"| {r['fault']} | {r.get('time_to_hold_ms')} | "
-                     f"{r.get('commands_after_hold')} | {r.get('displacement_after')} | "
+        lines.append(f"| {r.get('robot', 'velocity (forward)')} | {r['fault']} | "
+                     f"{r.get('time_to_hold_ms')} | {r.get('commands_after_hold')} | "
+                     f"{r.get('displacement_after')} | {r.get('hold_error_rad', '')} | "
                      f"{r.get('note', '')} |")  # fmt: skip
     Path(args.out).with_suffix(".md").write_text(
         "# Faults against an independent robot\n\n"
