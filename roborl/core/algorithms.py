@@ -19,6 +19,12 @@ from roborl.core.config import RunConfig, build_config
 from roborl.core.errors import ConfigError
 from roborl.core.interfaces import Algorithm
 from roborl.core.lazy_dynamo import defer_dynamo_import
+from roborl.core.model_dir import (
+    LocalSettings,
+    current_settings,
+    local_algo_config,
+    warn_robot_differences,
+)
 from roborl.core.obs import check_algorithm_obs
 from roborl.core.plugins import PluginHost
 from roborl.core.spaces import space_from_dict
@@ -89,13 +95,27 @@ def build_algorithm(
 
 
 def algorithm_from_checkpoint(
-    host: PluginHost, path: str | Path, device: str = "cpu"
+    host: PluginHost,
+    path: str | Path,
+    device: str = "cpu",
+    settings: LocalSettings | None = None,
 ) -> tuple[Algorithm, dict[str, Any]]:
-    """Rebuild an algorithm (weights, no env needed) from a checkpoint written by a run."""
+    """Rebuild an algorithm (weights, no env needed) from a checkpoint written by a run.
+
+    A checkpoint is data, possibly someone else's: its local-only config fields (server URLs,
+    secrets, outside paths) come from `settings` (default: `current_settings()`), as for a
+    model folder (`roborl.core.model_dir.local_algo_config`)."""
+    settings = current_settings(settings)
     ckpt = load_checkpoint(path, map_location=device)
-    algo_cfg = {"name": ckpt["algo"], **ckpt["algo_config"]}
+    source = f"checkpoint {str(ckpt.get('path', path))!r}"
+    cls = host.registry.get("algorithms", ckpt["algo"])
+    algo_config = local_algo_config(cls, ckpt["algo_config"], source, settings)
+    algo_cfg = {"name": ckpt["algo"], **algo_config}
     obs_space = space_from_dict(ckpt["observation_space"])
     act_space = space_from_dict(ckpt["action_space"])
     algo = build_algorithm(host, algo_cfg, obs_space, act_space, device)
     algo.load_state_dict(ckpt["state"])
+    if settings.robot is not None:
+        saved = (ckpt.get("config") or {}).get("robot")
+        warn_robot_differences(saved, settings.robot, source)
     return algo, ckpt

@@ -46,6 +46,13 @@ class EvalOptions:
             "export ... format=onnx; pip install 'roborl[onnx]')",
         },
     )
+    trust_model_config: bool = field(
+        default=False,
+        metadata={
+            "help": "use the model folder's or checkpoint's server URL, API-key variable, "
+            "model path and robot section as saved (default: local config; docs/security.md)"
+        },
+    )
 
 
 EVAL_SECTIONS = ("algo", "env", "robot")
@@ -61,9 +68,13 @@ def eval_help() -> str:
         "       roborl eval algo=NAME [algo.KEY=V ...] [env=NAME] ...   (checkpoint-free algos)\n\n"
         "Deterministic-policy evaluation; writes a JSON report with every episode's return.\n\n"
         + section("Keys", field_lines(EvalOptions))
-        + "\nConfig overrides: env=NAME / env.KEY=V / robot.KEY=V change the checkpoint's env;\n"
-        "algo=NAME (e.g. algo=llm llm.model=PATH) evaluates an algorithm that acts without\n"
-        "training; its algo.* keys are those of `roborl train algo=NAME --help`."
+        + "\nConfig overrides: env=NAME / env.KEY=V change the checkpoint's env; robot=NAME\n"
+        "[robot.KEY=V ...] evaluates on your robot with your local robot config (a saved robot\n"
+        "section is never used unless trust_model_config=true; robot=null evaluates the saved\n"
+        "env in simulation). algo=NAME (e.g. algo=llm llm.model=PATH) evaluates an algorithm\n"
+        "that acts without training; its algo.* keys are those of `roborl train algo=NAME\n"
+        "--help`. With checkpoint= or model=, algo.KEY=V sets only the keys saved data may not\n"
+        "decide (algo=llm: base_url, api_key_env, api_key, model); see docs/security.md."
     )
 
 
@@ -72,8 +83,12 @@ def cmd_eval(args: list[str]) -> int:
 
     from roborl.core.algorithms import algorithm_from_checkpoint
     from roborl.core.checkpoint import atomic_write_json
-    from roborl.core.compose import compose_dict, compose_saved, override_key, parse_overrides
-    from roborl.core.model_dir import algorithm_from_model_dir, is_model_dir
+    from roborl.core.model_dir import (
+        LocalSettings,
+        algo_overrides,
+        algorithm_from_model_dir,
+        is_model_dir,
+    )
 
     if wants_help(args):
         print(eval_help())
@@ -95,12 +110,13 @@ def cmd_eval(args: list[str]) -> int:
             "model=DIR (a folder written by roborl export), or algo=NAME for an algorithm that "
             "acts without training (e.g. algo=llm)."
         )
-    algo_args = [a for a in rest if _key_of(a).split(".")[0].split("/")[0] == "algo"]
-    if algo_args:
+    algo_values, rest = algo_overrides(rest, "eval")
+    if algo_values and opts.runtime == "onnx":
         raise ConfigError(
-            f"roborl eval: {algo_args[0]!r} with checkpoint=: the algorithm and its config come "
-            "from the checkpoint; algo= overrides are for checkpoint-free algorithms (algo=llm)."
+            f"roborl eval: algo.{next(iter(algo_values))}= with runtime=onnx: policy.onnx runs "
+            "without the algorithm's config, so algo.* keys do not apply."
         )
+    settings = LocalSettings(algo=algo_values, trust=opts.trust_model_config)
     host = load_host()
     policy: Any = None  # runtime=onnx: no algorithm, its policy.onnx alone
     if opts.model and opts.runtime == "onnx":
@@ -108,7 +124,7 @@ def cmd_eval(args: list[str]) -> int:
 
         policy, ckpt = onnx_policy_from_model_dir(opts.model)
     elif opts.model:
-        algo, ckpt = algorithm_from_model_dir(host, opts.model, opts.device)
+        algo, ckpt = algorithm_from_model_dir(host, opts.model, opts.device, settings)
     else:
         assert opts.checkpoint is not None
         if is_model_dir(opts.checkpoint):
@@ -116,18 +132,9 @@ def cmd_eval(args: list[str]) -> int:
                 f"roborl eval: {opts.checkpoint!r} is a folder written by roborl export; load it "
                 f"with model={opts.checkpoint} (checkpoint= takes a .pt file or a run directory)."
             )
-        algo, ckpt = algorithm_from_checkpoint(host, opts.checkpoint, opts.device)
-    cfg = dict(ckpt.get("config") or {})
-    if rest:
-        groups = [
-            a
-            for a, ov in zip(rest, parse_overrides(rest, "eval"), strict=True)
-            if override_key(ov) in ("env", "robot")
-        ]
-        if groups:  # env=NAME: that option's section replaces the checkpoint's
-            fresh = compose_dict(host, groups, "eval")
-            cfg.update({k: fresh.get(k) for k in ("env", "robot")})
-        cfg = compose_saved(host, cfg, [a for a in rest if a not in groups], "eval")
+        algo, ckpt = algorithm_from_checkpoint(host, opts.checkpoint, opts.device, settings)
+    source = f"model folder {opts.model!r}" if opts.model else f"checkpoint {str(ckpt['path'])!r}"
+    cfg = _local_robot_config(host, dict(ckpt.get("config") or {}), rest, opts, source)
     episodes, seed = opts.episodes, opts.seed
     ckpt_path = Path(ckpt["path"])
     run_dir = (
@@ -165,6 +172,49 @@ def cmd_eval(args: list[str]) -> int:
     )
     _print_video(recorded)
     return 0
+
+
+def _local_robot_config(
+    host: Any, cfg: dict[str, Any], rest: list[str], opts: EvalOptions, source: str
+) -> dict[str, Any]:
+    """The saved run config with the command line's env/robot overrides, where a saved robot
+    section is never used as is: a robot section picks topics, joints and safety limits and
+    drives whatever answers on them, so it comes from `robot=NAME` (the local preset and
+    robot.KEY=V), `robot=null` or `env=NAME` evaluate in simulation, and the differing keys
+    are named. `trust_model_config=true` keeps the saved section (the old behaviour)."""
+    from roborl.core.compose import (
+        compose_dict,
+        compose_saved,
+        override_key,
+        override_value,
+        parse_overrides,
+    )
+    from roborl.core.model_dir import TRUST_OPTION, warn_robot_differences
+
+    saved_robot = cfg.get("robot")
+    parsed = list(zip(rest, parse_overrides(rest, "eval"), strict=True))
+    no_robot = [a for a, ov in parsed if override_key(ov) == "robot" and override_value(ov) is None]
+    if no_robot:  # robot=null: the saved env, in simulation (Hydra takes no null group option)
+        cfg["robot"] = None
+        rest = [a for a in rest if a not in no_robot]
+    groups = [a for a, ov in parsed if override_key(ov) in ("env", "robot") and a not in no_robot]
+    if saved_robot and not opts.trust_model_config and not (groups or no_robot):
+        name = saved_robot.get("name") if isinstance(saved_robot, dict) else saved_robot
+        raise ConfigError(
+            f"roborl eval: the {source} was saved with a robot section (robot.name={name!r}); "
+            "its topics, joints and safety limits are not used from saved data. Give "
+            "robot=NAME [robot.KEY=V ...] to evaluate on your robot with your local config, "
+            "robot=null (or env=NAME) to evaluate in simulation, or "
+            f"{TRUST_OPTION}=true to use the saved robot section as is."
+        )
+    if groups:  # env=NAME / robot=NAME: that option's section replaces the checkpoint's
+        fresh = compose_dict(host, groups, "eval")
+        cfg.update({k: fresh.get(k) for k in ("env", "robot")})
+    if rest:
+        cfg = compose_saved(host, cfg, [a for a in rest if a not in groups], "eval")
+    if saved_robot and cfg.get("robot") and not (opts.trust_model_config and not groups):
+        warn_robot_differences(saved_robot, cfg["robot"], source)
+    return cfg
 
 
 def _video_path(opts: EvalOptions, out: Path, stem: str) -> Path | None:

@@ -59,7 +59,15 @@ DEFAULT_TEMPLATE = (
 class LLMConfig:
     """Configuration of the LLM policy (algo=llm; also settable as llm.KEY on the CLI)."""
 
-    model: str = ""
+    # `local_only` fields reach the network, a secret or files outside a model folder: a
+    # model folder or checkpoint cannot set them (roborl.core.model_dir.local_algo_config).
+    model: str = field(
+        default="",
+        metadata={
+            "local_only": "path",
+            "help": "a Hugging Face model folder or hub id (backend=openai: the served model name)",
+        },
+    )
     backend: str = field(
         default="transformers", metadata={"choices": ["vllm", "openai", "transformers"]}
     )
@@ -79,9 +87,19 @@ class LLMConfig:
     fallback: str = field(default="center", metadata={"choices": ["center", "zeros", "index"]})
     fallback_index: int = 0
     # openai backend
-    base_url: str = "http://127.0.0.1:8000/v1"
-    api_key_env: str = "OPENAI_API_KEY"  # the key is read from this environment variable
-    api_key: str = field(default="EMPTY", repr=False)  # prefer api_key_env; redacted when saved
+    base_url: str = field(
+        default="http://127.0.0.1:8000/v1",
+        metadata={"local_only": "network", "help": "the OpenAI-compatible server"},
+    )
+    api_key_env: str = field(
+        default="OPENAI_API_KEY",
+        metadata={"local_only": "secret", "help": "the environment variable holding the key"},
+    )
+    api_key: str = field(
+        default="EMPTY",
+        repr=False,
+        metadata={"local_only": "secret", "help": "prefer api_key_env; redacted when saved"},
+    )
     timeout_s: float = field(
         default=5.0,
         metadata=rng(0.01, 3600.0, "cap on one step's request, retries and backoff included"),
@@ -407,8 +425,10 @@ class LLMAlgorithm(Algorithm):
         if not config.model:
             raise ConfigError(
                 "algo=llm needs llm.model=PATH (a Hugging Face model folder or, for "
-                "backend=openai, the served model name); `roborl llm prepare-model` writes a "
-                "small one under ~/.cache/roborl/models."
+                "backend=openai, the served model name; with model=DIR or checkpoint=, give "
+                "algo.model=PATH: a saved llm.model is used only when it lies inside the model "
+                "folder); `roborl llm prepare-model` writes a small one under "
+                "~/.cache/roborl/models."
             )
         self._policy: LLMPolicy | None = None
 

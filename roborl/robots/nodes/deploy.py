@@ -12,6 +12,7 @@ and its lifecycle, `deploy_loop.ControlLoop` its fixed-rate loop.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from roborl.core.compose import register_command_config
 from roborl.core.config import rng
@@ -71,6 +72,13 @@ class DeployOptions:
             "lifecycle transitions over ROS, e.g. from a launch file or a lifecycle manager)"
         },
     )
+    trust_model_config: bool = field(
+        default=False,
+        metadata={
+            "help": "use the model folder's or checkpoint's server URL, API-key variable and "
+            "model path as saved (default: local config; docs/security.md)"
+        },
+    )
 
 
 register_command_config(DEPLOY_CONFIG, DeployOptions, {"robot": "ros2", "algo": None})
@@ -84,6 +92,14 @@ def deploy(argv: list[str]) -> int:
     (`algo=llm llm.model=PATH`); its config composes like `roborl eval algo=llm`.
     """
     from roborl.core.cli.common import algo_prefix_to_algo
+    from roborl.core.model_dir import (
+        CONFIG_FILE,
+        LocalSettings,
+        algo_overrides,
+        local_settings,
+        read_model_config,
+        warn_robot_differences,
+    )
     from roborl.robots.transport.common import split_ros_args
 
     if any(a in ("-h", "--help") for a in argv):
@@ -106,9 +122,25 @@ def deploy(argv: list[str]) -> int:
         )
         return 0
     argv, ros_args = split_ros_args(argv)
+    argv = algo_prefix_to_algo(argv)
+    # checkpoint=/model=: algo.KEY=V sets only what saved data may not decide (algo.base_url)
+    algo_values: dict[str, Any] = {}
+    if not any(a.startswith("algo=") for a in argv):
+        algo_values, argv = algo_overrides(argv, "deploy")
     # Composed (and checked) before any ROS traffic starts.
-    opts, cfg = compose_options(algo_prefix_to_algo(argv), DeployOptions, DEPLOY_CONFIG, "deploy")
+    opts, cfg = compose_options(argv, DeployOptions, DEPLOY_CONFIG, "deploy")
     algo_cfg = cfg.get("algo")
+    if algo_values and not (opts.checkpoint or opts.model):
+        raise ConfigError(
+            f"deploy: algo.{next(iter(algo_values))}= without algo=NAME: give algo=NAME (e.g. "
+            "algo=llm llm.model=PATH), or checkpoint=/model= for the keys saved data may not "
+            "decide."
+        )
+    if algo_values and opts.runtime == "onnx":
+        raise ConfigError(
+            f"deploy: algo.{next(iter(algo_values))}= with runtime=onnx: policy.onnx runs "
+            "without the algorithm's config, so algo.* keys do not apply."
+        )
     if not opts.checkpoint and not opts.model and not algo_cfg:
         raise ConfigError(
             "deploy needs checkpoint=PATH (e.g. runs/.../checkpoints/last.pt), model=DIR (a "
@@ -125,7 +157,14 @@ def deploy(argv: list[str]) -> int:
     robot_cfg = dict(cfg["robot"])
     if opts.rate_hz:
         robot_cfg["rate_hz"] = float(opts.rate_hz)
-    node = DeployNode(opts, robot_cfg, algo_cfg, ros_args)
+    # The robot is always the local config; the policy's loader names where the saved one
+    # differs (runtime=onnx builds no algorithm, so its config.json is compared here).
+    settings = LocalSettings(algo=algo_values, trust=opts.trust_model_config, robot=robot_cfg)
+    if opts.model and opts.runtime == "onnx":
+        saved = read_model_config(opts.model, CONFIG_FILE).get("config") or {}
+        warn_robot_differences(saved.get("robot"), robot_cfg, f"model folder {opts.model!r}")
+    with local_settings(settings):
+        node = DeployNode(opts, robot_cfg, algo_cfg, ros_args)
     try:
         return node.run()
     finally:
