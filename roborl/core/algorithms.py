@@ -19,14 +19,14 @@ from roborl.core.config import RunConfig, build_config
 from roborl.core.errors import ConfigError
 from roborl.core.interfaces import Algorithm
 from roborl.core.lazy_dynamo import defer_dynamo_import
-from roborl.core.model_dir import (
+from roborl.core.obs import check_algorithm_obs
+from roborl.core.plugins import PluginHost
+from roborl.core.saved_data import (
     LocalSettings,
     current_settings,
     local_algo_config,
     warn_robot_differences,
 )
-from roborl.core.obs import check_algorithm_obs
-from roborl.core.plugins import PluginHost
 from roborl.core.spaces import space_from_dict
 
 RUN_KEYS = {f for f in RunConfig.__dataclass_fields__}

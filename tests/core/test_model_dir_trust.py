@@ -24,14 +24,9 @@ from roborl.core.algorithms import algorithm_from_checkpoint
 from roborl.core.checkpoint import save_checkpoint
 from roborl.core.cli import main as roborl_main
 from roborl.core.errors import ConfigError
-from roborl.core.model_dir import (
-    LocalSettings,
-    algorithm_from_model_dir,
-    local_algo_config,
-    robot_differences,
-    save_model_dir,
-)
+from roborl.core.model_dir import algorithm_from_model_dir, save_model_dir
 from roborl.core.plugins import get_host
+from roborl.core.saved_data import LocalSettings, local_algo_config, robot_differences
 from roborl.core.spaces import space_to_dict
 from roborl.plugins.llm.policy import LLMAlgorithm, LLMConfig
 

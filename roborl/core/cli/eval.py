@@ -83,12 +83,8 @@ def cmd_eval(args: list[str]) -> int:
 
     from roborl.core.algorithms import algorithm_from_checkpoint
     from roborl.core.checkpoint import atomic_write_json
-    from roborl.core.model_dir import (
-        LocalSettings,
-        algo_overrides,
-        algorithm_from_model_dir,
-        is_model_dir,
-    )
+    from roborl.core.model_dir import algorithm_from_model_dir, is_model_dir
+    from roborl.core.saved_data import LocalSettings, algo_overrides
 
     if wants_help(args):
         print(eval_help())
@@ -189,7 +185,7 @@ def _local_robot_config(
         override_value,
         parse_overrides,
     )
-    from roborl.core.model_dir import TRUST_OPTION, warn_robot_differences
+    from roborl.core.saved_data import TRUST_OPTION, warn_robot_differences
 
     saved_robot = cfg.get("robot")
     parsed = list(zip(rest, parse_overrides(rest, "eval"), strict=True))

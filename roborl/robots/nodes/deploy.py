@@ -92,12 +92,11 @@ def deploy(argv: list[str]) -> int:
     (`algo=llm llm.model=PATH`); its config composes like `roborl eval algo=llm`.
     """
     from roborl.core.cli.common import algo_prefix_to_algo
-    from roborl.core.model_dir import (
-        CONFIG_FILE,
+    from roborl.core.model_dir import CONFIG_FILE, read_model_config
+    from roborl.core.saved_data import (
         LocalSettings,
         algo_overrides,
         local_settings,
-        read_model_config,
         warn_robot_differences,
     )
     from roborl.robots.transport.common import split_ros_args
