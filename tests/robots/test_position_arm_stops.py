@@ -322,3 +322,52 @@ def test_arm_moved_by_hand_while_stopped_is_not_commanded_back(
     first = next(c for c in resumed if abs(c["target"] - c["pos"]) > MOVING)
     # From where the arm stands now, one rate-limited step: not back toward the old target.
     assert abs(first["target"] - first["pos"]) <= MAX_DELTA + TOLERANCE, first
+
+
+def test_killed_learner_leaves_the_actor_holding_the_arm_where_it_stands(
+    rclpy_env, procs, tmp_path
+) -> None:
+    """collector=actor_learner on the position arm: SIGKILL the learner while its actor drives
+    the arm. After learner_timeout_s the actor holds (where the arm stands) and stops; every
+    command from that hold on keeps the arm in place."""
+    import json
+    import os
+
+    from roborl.robots.nodes.processes import free_port_pair
+
+    arm = procs([sys.executable, str(ARM), "--rate", "200", "--speed", "1.0"], rclpy_env,
+                roborl=False)  # fmt: skip
+    arm.wait_event("ready", START)
+    run_dir = tmp_path / "run"
+    learner = procs(
+        ["train", "algo=sac", "robot=ros2", "collector=actor_learner", "total_steps=100000",
+         "learning_starts=100", "algo.hidden_sizes=[16,16]", "algo.batch_size=32",
+         "robot.connect_timeout_s=60", "robot.safety.max_state_age_s=5",
+         f"robot.safety.max_delta={MAX_DELTA}", *INTERFACES["trajectory"],
+         "robot.terminate=null", "robot.reset.mode=wait", "progress=false", "eval_every=0",
+         "actor_learner.learner_timeout_s=2", f"actor_learner.port={free_port_pair()}",
+         f"hydra.run.dir={run_dir}"],
+        rclpy_env,
+    )  # fmt: skip
+    arm.wait(lambda: _moving(arm) >= 50, "the arm was never moved", START * 2)
+    pid = int((run_dir / "actor" / "actor.pid").read_text())
+    learner.proc.kill()
+    learner.proc.wait()
+    log = run_dir / "actor" / "actor.log"
+
+    def actor_event(name: str) -> dict | None:
+        for line in log.read_text().splitlines():
+            if line.startswith("{") and json.loads(line).get("event") == name:
+                return json.loads(line)
+        return None
+
+    arm.wait(lambda: actor_event("actor_closed"), "the actor did not stop", 120)
+    try:  # the actor runs in a session of its own: make sure it is gone
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    lost = actor_event("actor_learner_lost")
+    assert lost is not None, "the actor never reported the learner lost"
+    closed = actor_event("actor_closed")
+    arm.wait(lambda: len(_commands(arm)) >= closed["commands_sent"], "commands missing", 60)
+    _assert_held(_commands(arm)[lost["commands_sent"] - 1 :])
