@@ -23,12 +23,15 @@ The link is hardened because the learner listens on the network (see `keys.py`):
 - CURVE authentication with one pinned actor key: always for a spawned actor (an ephemeral
   pair in `<run_dir>/actor/keys`), with `actor_learner.keys` otherwise, and required whenever
   `actor_learner.bind` is not a loopback address;
-- `actor_learner.max_message_mb` caps every message: a larger one is dropped and counted,
-  and one over twice the cap is never even buffered (libzmq's MAXMSGSIZE closes the
-  sender's connection; counted as `actor/disconnects`);
+- `actor_learner.max_message_mb` caps every message, over all its frames: a larger one is
+  dropped and counted without a frame of it copied into Python (`wire.recv_message`), and a
+  frame over twice the cap is never even buffered (libzmq's MAXMSGSIZE closes the sender's
+  connection; counted as `actor/disconnects`);
 - a frame that is malformed, whose shapes disagree with the learner's spaces, or that holds
   NaN/inf is dropped and counted (`actor/dropped_<reason>`, see `wire.DROP_REASONS`) and
-  logged, never raised: one bad message must not end a run that has a robot attached;
+  logged, never raised: one bad message must not end a run that has a robot attached; a
+  status value out of bounds (an integer too large for a float, a metric named like a field
+  of the status record) is left out, counted as `actor/ignored_status_values` and logged;
 - a thread publishes a heartbeat every `actor_learner.heartbeat_s` beside the weights, so
   the actor holds the robot and stops when it hears nothing for `learner_timeout_s`, however
   long a gradient step of a live learner takes.
@@ -148,6 +151,7 @@ class ActorLearnerCollector(Collector):
         self.lag_sum, self.lag_n, self.received = 0.0, 0, 0
         self.actor_metrics: dict[str, float] = {}
         self.dropped = dict.fromkeys(wire.DROP_REASONS, 0)
+        self.ignored = dict.fromkeys(wire.IGNORED_KINDS, 0)
         self.last_drop: str | None = None
         self.disconnects = self.handshake_failures = 0
         try:
@@ -216,7 +220,14 @@ class ActorLearnerCollector(Collector):
         while got < MAX_MESSAGES_PER_RECEIVE and self.pull.poll(
             int(timeout_s * 1000) if not got else 0
         ):
-            self._take(self.pull.recv_multipart())
+            try:
+                frames = wire.recv_message(self.pull, self.cfg.max_message_bytes)
+            except wire.FrameError as exc:
+                self._drop(
+                    exc.reason, f"{exc}; actor_learner.max_message_mb={self.cfg.max_message_mb:g}"
+                )
+            else:
+                self._take(frames)
             got += 1
         self._poll_monitors()
         return got > 0
@@ -236,11 +247,23 @@ class ActorLearnerCollector(Collector):
                     f"unexpected message ({len(frames)} frames, kind {frames[0][:16]!r})",
                 )
             kind, payload = frames
+            # parse_guard: a decoder's unforeseen failure on a peer's bytes is a dropped
+            # `malformed` frame too, never an exception that ends the run.
             if kind == wire.STATUS:
-                self._on_status(wire.decode_status(payload, self.spaces))
+                ignored: list[tuple[str, str]] = []
+                status = wire.parse_guard(
+                    lambda p: wire.decode_status(p, self.spaces, ignored), "actor status", payload
+                )
+                self._on_status(status)
+                for why_kind, why in ignored:
+                    self._ignore(why_kind, why)
             else:
                 self.pending.append(
-                    wire.decode_chunk(payload, self.observation_space, self.action_space)
+                    wire.parse_guard(
+                        lambda p: wire.decode_chunk(p, self.observation_space, self.action_space),
+                        "actor chunk",
+                        payload,
+                    )
                 )
         except wire.FrameError as exc:
             self._drop(exc.reason, str(exc))
@@ -254,6 +277,17 @@ class ActorLearnerCollector(Collector):
             log.warning(
                 "actor_learner: dropped a frame on port %d (%s), %d dropped as %s so far",
                 self.cfg.port, why, n, reason,
+            )  # fmt: skip
+
+    def _ignore(self, kind: str, why: str) -> None:
+        """Count a status value left out; log the first of each kind, then every power of 10
+        (as `_drop`: a peer repeating it every second must not flood the log)."""
+        self.ignored[kind] += 1
+        n = self.ignored[kind]
+        if str(n).rstrip("0") == "1":
+            log.warning(
+                "actor_learner: ignored a status value on port %d (%s), %d ignored as %s so far",
+                self.cfg.port, why, n, kind,
             )  # fmt: skip
 
     def _poll_monitors(self) -> None:
@@ -276,9 +310,11 @@ class ActorLearnerCollector(Collector):
         if "rate_hz" in metrics:
             self.actor_metrics = metrics
         record = {"step": self.ctx.step, "updates": self.ctx.updates, "time": time.time()}
-        for key in ("pid", "weights_version", "policy_digest"):
+        for key in wire.STATUS_FIELDS:
             record[key] = status.get(key)
-        record.update(rate_hz_target=status.get("rate_hz_target"), **metrics)
+        # No metric overwrites the learner's fields (decode_status already leaves out metrics
+        # under these names, wire.RESERVED_METRICS; a duplicate keyword raised TypeError).
+        record.update({k: v for k, v in metrics.items() if k not in record})
         self.metrics_file.write(json.dumps(record) + "\n")
         self.metrics_file.flush()
 
@@ -362,17 +398,19 @@ class ActorLearnerCollector(Collector):
         refused = self.pinned.refused if self.pinned is not None else 0
         out["actor/rejected_peers"] = float(refused + self.handshake_failures)
         out["actor/disconnects"] = float(self.disconnects)
+        out["actor/ignored_status_values"] = float(sum(self.ignored.values()))
         return out
 
     def metrics(self) -> dict[str, float]:
         self._poll_monitors()
-        out = {f"actor/{k}": v for k, v in self.actor_metrics.items()}
-        out.update(self.counters())
-        out["actor/weight_pushes"] = float(self.pushes)
-        out["actor/received_steps"] = float(self.received)
-        if self.lag_n:
-            out["actor/policy_lag_updates"] = self.lag_sum / self.lag_n
+        own: dict[str, float | None] = {**self.counters()}
+        own["actor/weight_pushes"] = float(self.pushes)
+        own["actor/received_steps"] = float(self.received)
+        own["actor/policy_lag_updates"] = self.lag_sum / self.lag_n if self.lag_n else None
         self.lag_sum, self.lag_n = 0.0, 0
+        # The learner's own figures win over an actor metric of the same name.
+        out = {f"actor/{k}": v for k, v in self.actor_metrics.items() if f"actor/{k}" not in own}
+        out.update({k: v for k, v in own.items() if v is not None})
         return out
 
     def state(self) -> dict[str, Any]:

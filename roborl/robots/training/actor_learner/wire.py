@@ -7,8 +7,16 @@ naming the field and the reason it is dropped: `malformed` (unparsable bytes, un
 array, bad metadata), `shape` (shapes, dtypes or spaces that disagree with the receiver's
 spaces, which come from its own config, never from the peer) or `nonfinite` (NaN/inf in
 observations, actions, rewards or episode returns: one such transition poisons every target
-computed from the replay buffer). The learner drops and counts such frames and keeps running;
-a version skew between the two ends shows as a growing counter and a logged reason.
+computed from the replay buffer) or `oversized` (a message over the cap, counted over all its
+frames, not per frame). The learner drops and counts such frames and keeps running; a version
+skew between the two ends shows as a growing counter and a logged reason.
+
+Numbers from the peer are bounded before anything computes with them: an episode return or a
+status metric must be a JSON number that is finite as a float64 (an integer too large for a
+float is refused, not converted: `float(10**400)` raises), counts and versions are integers
+in `[0, MAX_COUNT]` (a weights version may be -1: random actions). Status metrics may not
+use the names the learner stamps on each status record (`RESERVED_METRICS`): such a metric
+is left out and the reason reported, never merged.
 
 Messages on the actor -> learner socket are two frames, `[kind, payload]`:
 
@@ -29,7 +37,10 @@ a learner that is busy training from one that is gone, and hold the robot after
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -52,7 +63,18 @@ WEIGHTS, HEARTBEAT = b"weights", b"heartbeat"
 LEARNER_KINDS = (WEIGHTS, HEARTBEAT)
 SEP = "/"
 DROP_REASONS = ("malformed", "shape", "nonfinite", "oversized")
+FRAMES = 2  # every message is [kind, payload]
 MAX_STATUS_METRICS = 64
+MAX_COUNT = 2**53  # largest count or version taken from a peer: exact as a float64
+MAX_DIGEST_CHARS = 64
+# The fields a status carries besides its metrics, and the names the learner stamps on each
+# status record beside them: a metric under one of these would overwrite or clash with them.
+STATUS_FIELDS = ("pid", "rate_hz_target", "weights_version", "policy_digest")
+RESERVED_METRICS = frozenset((*STATUS_FIELDS, "spaces", "metrics", "step", "updates", "time"))
+# Why a status value was left out (see `decode_status`): a bad field, a metric's name, a
+# reserved name, a number that is not finite, metrics past `MAX_STATUS_METRICS`.
+IGNORED_KINDS = ("field", "name", "reserved", "number", "count")
+_METRIC_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-/]{0,63}")
 
 
 class FrameError(RobotError):
@@ -78,6 +100,62 @@ def parse_guard(fn: Any, what: str, payload: bytes) -> Any:
     except BaseException as exc:
         why = f"{what}: not parsable ({type(exc).__name__}: {exc})."
         raise FrameError("malformed", why) from None
+
+
+def finite_number(value: Any) -> float | None:
+    """`value` as a float when it is a JSON number (not a bool) that is finite as a float64,
+    else None: a peer's integer too large for a float must be refused, since converting it
+    raises OverflowError instead of giving inf."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def bounded_count(value: Any, low: int = 0) -> int | None:
+    """`value` when it is an integer (not a bool) in `[low, MAX_COUNT]`, else None."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_COUNT:
+        return None
+    return value
+
+
+def recv_message(sock: Any, max_bytes: int, flags: int = 0) -> list[bytes]:
+    """One message from a ZeroMQ socket, frame by frame: a message of more than `FRAMES`
+    frames (`malformed`) or more than `max_bytes` over all its frames (`oversized`) raises
+    FrameError after its remaining frames are discarded unread, and no frame of it is ever
+    copied into Python. libzmq's MAXMSGSIZE caps each frame, not the message, so
+    `recv_multipart` would copy any number of capped frames; libzmq itself still queues a
+    message whole before its first frame can be read, which no socket option bounds."""
+    frames = [sock.recv(flags, copy=False)]
+    size, more = len(frames[0]), frames[0].more
+    while more:
+        frame = sock.recv(copy=False)
+        size += len(frame)
+        more = frame.more
+        if len(frames) < FRAMES and size <= max_bytes:
+            frames.append(frame)
+            continue
+        count = len(frames) + 1
+        frames.clear()
+        while more:  # the rest of the message, freed frame by frame
+            frame = sock.recv(copy=False)
+            size += len(frame)
+            count += 1
+            more = frame.more
+        reason = "oversized" if size > max_bytes else "malformed"
+        raise FrameError(
+            reason,
+            f"a message of {count} frames and {size} bytes (at most {FRAMES} frames and "
+            f"{max_bytes} bytes in all)",
+        )
+    if size > max_bytes:
+        raise FrameError(
+            "oversized", f"a {size}-byte message in {len(frames)} frames (cap {max_bytes} bytes)"
+        )
+    return [frame.bytes for frame in frames]
 
 
 # -- transitions ---------------------------------------------------------------------------------
@@ -180,19 +258,56 @@ def decode_chunk(payload: bytes, obs_space: gym.Space, act_space: gym.Space) -> 
     unknown = sorted(set(arrays) - known)
     if unknown:
         raise FrameError("malformed", f"actor chunk: unexpected arrays {unknown[:8]}.")
-    try:
-        version = int(meta.get("weights_version", "-1"))
-        episodes = json.loads(meta.get("episodes", "[]"))
-        chunk.episodes = [(float(r), int(length), {}) for r, length in episodes]
-    except (ValueError, TypeError, RecursionError) as exc:
-        raise FrameError("malformed", f"actor chunk: bad metadata ({exc}).") from exc
+    version = _chunk_version(meta.get("weights_version", "-1"))
+    chunk.episodes = _chunk_episodes(meta.get("episodes", "[]"), n)
     for name in ("obs", "next_obs", "actions", "rewards"):
         _finite(name, getattr(chunk, name))
     if not np.isin(chunk.terminated, (0.0, 1.0)).all():
         raise FrameError("nonfinite", "actor chunk: 'terminated' holds values other than 0/1.")
-    if not all(np.isfinite(r) for r, _, _ in chunk.episodes):
-        raise FrameError("nonfinite", "actor chunk: an episode return is NaN or inf.")
     return chunk, version
+
+
+def _chunk_version(text: str) -> int:
+    """The weights version a chunk was collected with: -1 (random actions) or a count; a
+    larger one would overflow the learner's float policy-lag sum."""
+    try:
+        version = int(text)
+    except ValueError as exc:  # also a number past Python's int-parsing digit limit
+        raise FrameError("malformed", f"actor chunk: bad weights_version ({exc}).") from None
+    if bounded_count(version, low=-1) is None:
+        raise FrameError(
+            "malformed",
+            f"actor chunk: weights_version {_show(version)} is outside [-1, {MAX_COUNT}].",
+        )
+    return version
+
+
+def _chunk_episodes(text: str, n: int) -> list[tuple[float, int, dict]]:
+    """The (return, length) of the episodes that ended in a chunk of `n` transitions: at
+    most `n` of them, each return a finite float64, each length a count of at least 1."""
+    episodes = parse_guard(json.loads, "actor chunk: episodes", text.encode())
+    if not isinstance(episodes, list) or len(episodes) > n:
+        raise FrameError(
+            "malformed", f"actor chunk: 'episodes' is not a list of at most {n} [return, length]."
+        )
+    out = []
+    for item in episodes:
+        if not isinstance(item, list) or len(item) != 2:
+            raise FrameError("malformed", f"actor chunk: episode {_show(item)} is not a pair.")
+        ret, length = finite_number(item[0]), bounded_count(item[1], low=1)
+        if ret is None:
+            number = isinstance(item[0], (int, float)) and not isinstance(item[0], bool)
+            raise FrameError(
+                "nonfinite" if number else "malformed",
+                f"actor chunk: episode return {_show(item[0])} is not a finite float64.",
+            )
+        if length is None:
+            raise FrameError(
+                "malformed",
+                f"actor chunk: episode length {_show(item[1])} is not in [1, {MAX_COUNT}].",
+            )
+        out.append((ret, length, {}))
+    return out
 
 
 def _safetensors_metadata(payload: bytes) -> dict[str, str]:
@@ -228,9 +343,16 @@ def spaces_record(obs_space: gym.Space, act_space: gym.Space) -> dict[str, Any]:
     return json.loads(json.dumps(spaces))
 
 
-def decode_status(payload: bytes, spaces: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def decode_status(
+    payload: bytes,
+    spaces: Mapping[str, Any] | None = None,
+    ignored: list[tuple[str, str]] | None = None,
+) -> dict[str, Any]:
     """A status message; with `spaces` (from `spaces_record`), one whose spaces differ raises
-    a `shape` FrameError. Metrics keep only finite numbers under short names."""
+    a `shape` FrameError. Only the known fields come back, each bounded (`STATUS_FIELDS`,
+    None when absent or unfit) and `metrics`: finite numbers under plain names that are not
+    `RESERVED_METRICS`. Each value left out is appended to `ignored` as (kind, why), kind one
+    of `IGNORED_KINDS`, so the receiver can count and log why a value it expected is missing."""
     status = parse_guard(json.loads, "actor status", payload)
     if not isinstance(status, dict) or not isinstance(status.get("spaces"), dict):
         raise FrameError("malformed", "actor status: expected a JSON object with 'spaces'.")
@@ -240,15 +362,68 @@ def decode_status(payload: bytes, spaces: Mapping[str, Any] | None = None) -> di
             "actor status: the actor's spaces differ from the learner's (another robot "
             f"config?): {str(status['spaces'])[:300]} != {str(dict(spaces))[:300]}.",
         )
+    notes: list[tuple[str, str]] = []
+    clean: dict[str, Any] = {"spaces": status["spaces"]}
+    for key, bounded, bounds in (
+        ("pid", bounded_count(status.get("pid")), f"an integer in [0, {MAX_COUNT}]"),
+        ("rate_hz_target", finite_number(status.get("rate_hz_target")), "a finite float64"),
+        (
+            "weights_version",
+            bounded_count(status.get("weights_version"), low=-1),
+            f"an integer in [-1, {MAX_COUNT}]",
+        ),
+        (
+            "policy_digest",
+            _short_text(status.get("policy_digest")),
+            f"a string of at most {MAX_DIGEST_CHARS} characters",
+        ),
+    ):
+        if bounded is None and status.get(key) is not None:
+            notes.append(("field", f"field {key!r} is {_show(status[key])}, not {bounds}"))
+        clean[key] = bounded
     metrics = status.get("metrics")
+    if metrics is not None and not isinstance(metrics, dict):
+        notes.append(("field", f"field 'metrics' is {_show(metrics)}, not an object"))
+    clean["metrics"] = _status_metrics(metrics if isinstance(metrics, dict) else {}, notes)
+    if ignored is not None:
+        ignored.extend((kind, f"actor status: {why}") for kind, why in notes)
+    return clean
+
+
+def _show(value: Any) -> str:
+    """A peer's value, short, for a log line (a container by its type and length only)."""
+    if isinstance(value, (dict, list)):
+        return f"a JSON {'object' if isinstance(value, dict) else 'array'} of {len(value)}"
+    try:
+        text = repr(value)
+    except ValueError:  # an integer past Python's digit limit for str()
+        return "an integer of more than 4300 digits"
+    return text if len(text) <= 32 else f"{text[:24]}... ({len(text)} characters)"
+
+
+def _short_text(value: Any) -> str | None:
+    return value if isinstance(value, str) and len(value) <= MAX_DIGEST_CHARS else None
+
+
+def _status_metrics(metrics: dict[str, Any], notes: list[tuple[str, str]]) -> dict[str, float]:
+    """The first `MAX_STATUS_METRICS` metrics that are finite numbers under a plain name
+    (letters, digits, `_ . - /`, up to 64 characters) that no record field uses: a metric
+    named like a field would clash with it where the learner writes both in one record."""
     clean: dict[str, float] = {}
-    if isinstance(metrics, dict):
-        for key, value in list(metrics.items())[:MAX_STATUS_METRICS]:
-            number = isinstance(value, (int, float)) and not isinstance(value, bool)
-            if isinstance(key, str) and len(key) <= 64 and number and np.isfinite(value):
-                clean[key] = float(value)
-    status["metrics"] = clean
-    return status
+    if len(metrics) > MAX_STATUS_METRICS:
+        extra = len(metrics) - MAX_STATUS_METRICS
+        notes.append(("count", f"{extra} metrics past the first {MAX_STATUS_METRICS}"))
+    for key, value in itertools.islice(metrics.items(), MAX_STATUS_METRICS):
+        number = finite_number(value)
+        if not _METRIC_NAME.fullmatch(key):
+            notes.append(("name", f"metric {_show(key)} is not a plain name (64 characters)"))
+        elif key in RESERVED_METRICS:
+            notes.append(("reserved", f"metric {key!r} has a reserved name (a record field)"))
+        elif number is None:
+            notes.append(("number", f"metric {key!r} is {_show(value)}, not a finite float64"))
+        else:
+            clean[key] = number
+    return clean
 
 
 # -- weights ---------------------------------------------------------------------------------------
