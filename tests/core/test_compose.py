@@ -58,12 +58,40 @@ def test_compose_inside_a_hydra_context_keeps_it() -> None:
         assert GlobalHydra.instance().is_initialized()
 
 
-def test_eval_with_checkpoint_refuses_algo_overrides(capsys: pytest.CaptureFixture[str]) -> None:
-    """The checkpoint fixes the algorithm: an algo.* override would be silently ignored."""
-    from roborl.core.cli import main
+def test_eval_with_checkpoint_refuses_algo_overrides(
+    capsys: pytest.CaptureFixture[str], tmp_path
+) -> None:
+    """The checkpoint fixes the algorithm: an algo.* override would be silently ignored, so
+    only the keys saved data may not decide (none for SAC) are accepted beside it."""
+    import gymnasium as gym
+    import numpy as np
 
-    assert main(["eval", "checkpoint=missing.pt", "algo.tau=0.1"]) == 2
-    assert "come from the checkpoint" in capsys.readouterr().err
+    from roborl.core.algorithms import build_algorithm
+    from roborl.core.checkpoint import save_checkpoint
+    from roborl.core.cli import main
+    from roborl.core.config import config_to_dict
+    from roborl.core.spaces import space_to_dict
+
+    obs_space = gym.spaces.Box(-np.inf, np.inf, (3,), np.float64)
+    act_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    algo = build_algorithm(
+        get_host(), {"name": "sac", "hidden_sizes": [4]}, obs_space, act_space, "cpu"
+    )
+    path = tmp_path / "sac.pt"
+    save_checkpoint(
+        path,
+        {
+            "algo": "sac",
+            "algo_config": config_to_dict(algo.config),
+            "observation_space": space_to_dict(obs_space),
+            "action_space": space_to_dict(act_space),
+            "state": algo.state_dict(),
+            "config": {"env": {"id": "Pendulum-v1"}},
+        },
+    )
+    assert main(["eval", f"checkpoint={path}", "algo.tau=0.1"]) == 2
+    err = capsys.readouterr().err
+    assert "algo.tau=0.1" in err and "come from the checkpoint" in err, err
 
 
 def test_train_sweep_with_interval_names_a_sampler(capsys: pytest.CaptureFixture[str]) -> None:
