@@ -14,6 +14,12 @@ Over rclpy the driver is a ROS 2 node (`roborl_driver` for `train robot=`, `robo
 override them), each topic's QoS comes from `robot.qos`, and once a safety layer is attached
 (`serve_safety`) it offers `~/estop` (std_srvs/SetBool: true latches, false is the only way to
 clear a latched e-stop remotely) and publishes the safety layer's state on /diagnostics.
+
+The e-stop topic is read with readers that match every publisher, reliable or best effort,
+and receive a latched (transient-local) `true` sent before the driver started
+(`Transport.subscribe_any_qos`). At most one commander: another publisher on the command
+topic, told apart by DDS participant GUID rather than node name, is refused at connect and
+e-stops the robot when it appears later (`other_commanders`), over either transport.
 """
 
 from __future__ import annotations
@@ -128,6 +134,10 @@ class Ros2Driver(SafetyServices, RobotDriver):
         self._logged: set[str] = set()
         self.received = 0
         self._estop_cb: Any = None
+        self._estop_lock = threading.Lock()
+        self._estop_pending: str | None = None
+        #: When `connect()` returned (monotonic), None before.
+        self.connected_at: float | None = None
         self._take: Callable[[], tuple[Any, float, int]] | None = None
         self._take_lock = threading.Lock()
         self._publish: Any = None
@@ -212,9 +222,17 @@ class Ros2Driver(SafetyServices, RobotDriver):
                 self._reader = t.subscribe(
                     self.state_topic, msgs.JointState, self._on_state, self.qos["state"]
                 )
-            self._estop_reader = t.subscribe(
-                self.estop_topic, msgs.Bool, self._on_estop, self.qos["estop"]
-            )
+            # Every e-stop publisher matches (reliable or best effort), and a latched
+            # (transient-local) True sent before we started arrives; robot.qos.estop set to
+            # anything but default narrows this to the one reader it describes.
+            if self.qos["estop"] == "default":
+                self._estop_reader = t.subscribe_any_qos(
+                    self.estop_topic, msgs.Bool, self._on_estop
+                )
+            else:
+                self._estop_reader = t.subscribe(
+                    self.estop_topic, msgs.Bool, self._on_estop, self.qos["estop"]
+                )
             self._camera_readers = [
                 t.subscribe(c.topic, msgs.Image, self.feeds[c.name].on_message, c.qos)
                 for c in self.cameras
@@ -226,6 +244,7 @@ class Ros2Driver(SafetyServices, RobotDriver):
                 ready = self._obs is not None
             if ready and all(f.latest()[0] is not None for f in self.feeds.values()):
                 self._refuse_other_commanders()
+                self.connected_at = time.monotonic()
                 return
             time.sleep(0.005)
         if not ready:
@@ -244,32 +263,36 @@ class Ros2Driver(SafetyServices, RobotDriver):
         )
 
     def other_commanders(self) -> list[str]:
-        """Other nodes publishing on the command topic (over rclpy, whose graph lists them)."""
-        node = self._transport.node if self._transport is not None else None
-        if node is None:
-            return []
-        return sorted(
-            {
-                "a node discovery has not named yet"
-                if info.node_name == "_NODE_NAME_UNKNOWN_"
-                else info.node_namespace.rstrip("/") + "/" + info.node_name
-                for info in node.get_publishers_info_by_topic(self.command_topic)
-                if info.node_name != node.get_name() or info.node_namespace != node.get_namespace()
-            }
-        )
+        """Other publishers on the command topic: every writer that does not belong to this
+        driver's own DDS participant, told apart by GUID, never by node name (a second
+        `roborl deploy` or actor on the robot runs a node with our name). Empty also when
+        the transport cannot tell (`_refuse_other_commanders` has said so loudly)."""
+        t = self._transport
+        found = t.other_publishers(self.command_topic) if t is not None else None
+        return found or []
 
     def _refuse_other_commanders(self, discovery_s: float = 1.0) -> None:
-        """One commander per robot: another node publishing on the command topic (a second
-        deploy, an actor, a teleop tool) is refused at connect unless explicitly allowed.
-        Discovery of the other endpoints can trail the robot's first JointState, so the graph
-        is read for `discovery_s` more; the diagnostics loop keeps checking afterwards."""
-        node = self._transport.node if self._transport is not None else None
-        if node is None or self.allow_other_commanders:
+        """One commander per robot: another publisher on the command topic (a second
+        deploy, an actor, a teleop tool), whatever its node name and on either transport,
+        is refused at connect unless explicitly allowed. Discovery of the other endpoints
+        can trail the robot's first JointState, so the graph is read for `discovery_s` more;
+        the diagnostics loop keeps checking afterwards. A transport that cannot list the
+        publishers is named in a warning: the check is then off, not silently passed."""
+        t = self._transport
+        if t is None or self.allow_other_commanders:
+            return
+        if t.other_publishers(self.command_topic) is None:
+            t.log(
+                logging.WARNING,
+                f"the one-commander check is OFF: transport {t.name!r} cannot list who else "
+                f"publishes on {self.command_topic!r}, so a second commander would go "
+                "unnoticed. Make sure nothing else commands this robot.",
+            )
             return
         # First the robot's own command subscriber (its endpoints are then discovered, and
         # those of nodes that started before us usually too), then `discovery_s` more.
         end = time.monotonic() + discovery_s
-        while node.count_subscribers(self.command_topic) == 0 and time.monotonic() < end:
+        while t.count_subscribers(self.command_topic) == 0 and time.monotonic() < end:
             time.sleep(0.02)
         end = time.monotonic() + discovery_s
         others = self.other_commanders()
@@ -282,6 +305,18 @@ class Ros2Driver(SafetyServices, RobotDriver):
                 f"{self.command_topic!r}. Two commanders on one robot fight each other; stop "
                 "it, or set robot.allow_other_commanders=true knowingly."
             )
+
+    def estop_publishers(self) -> int | None:
+        """How many publishers the e-stop subscription is matched with (None before
+        `connect()` or where the transport cannot count them)."""
+        t, reader = self._transport, getattr(self, "_estop_reader", None)
+        if t is None or reader is None:
+            return None
+        try:
+            n = t.matched(reader)
+        except Exception:  # a transport without match counts, or one closing
+            return None
+        return n if isinstance(n, int) else None
 
     def observation(self) -> tuple[np.ndarray, float]:
         self._take_state()
@@ -354,12 +389,24 @@ class Ros2Driver(SafetyServices, RobotDriver):
 
     # -- callbacks -----------------------------------------------------------------------------
     def on_estop(self, callback: Any) -> None:
-        """Register `callback(cause)` for a True on the e-stop topic (the safety layer latches)."""
-        self._estop_cb = callback
+        """Register `callback(cause)` for a True on the e-stop topic (the safety layer latches).
+        A True that arrived before (a latched e-stop) is handed to it at once."""
+        with self._estop_lock:
+            self._estop_cb = callback
+            pending, self._estop_pending = self._estop_pending, None
+        if pending is not None and callback is not None:
+            callback(pending)
 
     def _on_estop(self, msg: msgs.Bool) -> None:
-        if msg.data and self._estop_cb is not None:
-            self._estop_cb(f"e-stop message on {self.estop_topic}")
+        if not msg.data:
+            return
+        cause = f"e-stop message on {self.estop_topic}"
+        with self._estop_lock:
+            callback = self._estop_cb
+            if callback is None:  # kept for the callback registered later
+                self._estop_pending = cause
+        if callback is not None:
+            callback(cause)
 
     def _take_state(self) -> None:
         """Over rclpy, take the JointStates that arrived since the last read and parse the

@@ -45,6 +45,12 @@ class SafetyServices:
     _lock: threading.Lock
     _stamp: float
     estop_clear: str
+    estop_topic: str
+    connected_at: float | None
+    #: Seconds after `connect()` from which no matched e-stop publisher is a warning (a log
+    #: line, /diagnostics level WARN): discovery takes a moment, an absent e-stop does not.
+    estop_grace_s: float = 5.0
+    _estop_warned: bool = False
     allow_other_commanders: bool
     diagnostics_period_s: float
     qos: dict[str, Any]
@@ -59,6 +65,8 @@ class SafetyServices:
     if TYPE_CHECKING:  # provided by Ros2Driver
 
         def other_commanders(self) -> list[str]: ...
+
+        def estop_publishers(self) -> int | None: ...
 
         def _take_state(self) -> None: ...
 
@@ -140,6 +148,8 @@ class SafetyServices:
             "states_rejected": self.rejected,
             "last_state_error": self.last_error or "",
         }
+        estop_pubs = self.estop_publishers()
+        values["estop_publishers"] = "unknown" if estop_pubs is None else estop_pubs
         for kind in sorted({*INTERVENTIONS, *counts}):
             values[f"interventions.{kind}"] = int(counts.get(kind, 0))
         for name, feed in self.feeds.items():
@@ -164,7 +174,35 @@ class SafetyServices:
                     "commands hold",
                     values,
                 )
+        if self._estop_missing(estop_pubs):
+            return 1, f"no e-stop publisher on {self.estop_topic!r}", values
         return 0, "ok", values
+
+    def _estop_missing(self, publishers: int | None) -> bool:
+        """True once `estop_grace_s` after connect no publisher is matched on the e-stop
+        topic (nothing can e-stop this node through it)."""
+        since = self.connected_at
+        return (
+            publishers == 0 and since is not None and time.monotonic() - since >= self.estop_grace_s
+        )
+
+    def _check_estop_publishers(self) -> None:
+        """Log when the e-stop topic loses its last publisher (or never had one after the
+        grace period), and when one connects again."""
+        publishers = self.estop_publishers()
+        if self._estop_missing(publishers) and not self._estop_warned:
+            self._estop_warned = True
+            self._transport.log(
+                logging.WARNING,
+                f"no e-stop publisher is connected on {self.estop_topic!r}: nothing can "
+                "e-stop this node through the topic (the ~/estop service, Ctrl-C and the "
+                "watchdogs still work). Check the e-stop node, ROS_DOMAIN_ID and its topic.",
+            )
+        elif publishers and self._estop_warned:
+            self._estop_warned = False
+            self._transport.log(
+                logging.INFO, f"e-stop publisher connected on {self.estop_topic!r} ({publishers})"
+            )
 
     def publish_diagnostics(self) -> None:
         if self._diag_pub is None or self._transport is None:
@@ -193,4 +231,8 @@ class SafetyServices:
                 others = self.other_commanders()
                 if others:  # a second commander appeared while running: stop, do not fight
                     self._estop_cb(f"another node commands this robot: {', '.join(others)}")
+            try:
+                self._check_estop_publishers()
+            except Exception as exc:  # like diagnostics: never take the control loop down
+                log.debug("e-stop publisher check failed: %s", exc)
             self.publish_diagnostics()

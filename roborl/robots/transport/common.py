@@ -7,9 +7,10 @@ know which one runs. `rclpy_node.RclpyTransport` is a real ROS 2 node and adds w
 has: parameters, services, per-topic QoS, the node clock (`use_sim_time`), `/rosout` logging
 and a lifecycle. `dds.DDSTransport` speaks the wire protocol without ROS 2: the protocol's
 defaults give it the same calls, with the parameter defaults as values, no services, and the
-fixed QoS (reliable, keep-last 10, volatile); asking it for more is a clear `ConfigError`
-rather than a silent downgrade. This module also reads the environment (`ROS_DOMAIN_ID`,
-localhost-only), validates QoS settings and splits `--ros-args` from roborl's overrides.
+fixed QoS (reliable, keep-last 10, volatile; the e-stop's `subscribe_any_qos` readers
+aside); asking it for more is a clear `ConfigError` rather than a silent downgrade. This
+module also reads the environment (`ROS_DOMAIN_ID`, localhost-only), validates QoS settings
+and splits `--ros-args` from roborl's overrides.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -137,6 +139,44 @@ def qos_spec(value: Any, where: str) -> str | dict[str, Any]:
 
 def is_default_qos(spec: str | Mapping[str, Any]) -> bool:
     return spec == "default" or spec == DEFAULT_QOS
+
+
+#: The readers `Transport.subscribe_any_qos` opens on one topic. DDS matches a reader with a
+#: writer only when the writer offers at least what the reader requests: a reliable reader
+#: never matches a best-effort writer, and a transient-local reader never matches a volatile
+#: one. So the first reader matches reliable transient-local ("latched") writers and gets
+#: the sample they sent before we subscribed; the second matches every reliable writer and
+#: receives from it reliably; the third matches every writer, best-effort ones included.
+#: A sample that reaches several readers is handed on once (`FirstSeen`).
+ANY_QOS_READERS = (
+    {**DEFAULT_QOS, "durability": "transient_local"},
+    dict(DEFAULT_QOS),
+    {**DEFAULT_QOS, "reliability": "best_effort"},
+)
+
+
+class FirstSeen:
+    """Remembers the last `keep` sample keys (writer, sequence number or source time): true
+    the first time a key is offered, false for the copies other readers deliver."""
+
+    def __init__(self, keep: int = 256) -> None:
+        self._keys: dict[Any, None] = {}
+        self._keep = keep
+        self._lock = threading.Lock()
+
+    def __call__(self, key: Any) -> bool:
+        with self._lock:
+            if key in self._keys:
+                return False
+            self._keys[key] = None
+            if len(self._keys) > self._keep:
+                del self._keys[next(iter(self._keys))]
+            return True
+
+
+def ros_gid(data: Sequence[int] | bytes) -> str:
+    """A GID as `ros2 topic info --verbose` prints it (01.0f.78.fd...)."""
+    return ".".join(format(x, "02x") for x in bytes(data))
 
 
 @dataclass

@@ -18,7 +18,15 @@ from collections.abc import Callable
 from typing import Any
 
 from roborl.core.errors import RobotError
-from roborl.robots.transport.common import FLUSH_S, check_dds_qos, domain_id, localhost_only
+from roborl.robots.transport.common import (
+    ANY_QOS_READERS,
+    FLUSH_S,
+    FirstSeen,
+    check_dds_qos,
+    domain_id,
+    localhost_only,
+    ros_gid,
+)
 from roborl.robots.transport.protocol import Transport
 
 log = logging.getLogger("roborl.robots.dds_transport")
@@ -37,6 +45,9 @@ FASTDDS_COMPAT_XML = (
     "<CycloneDDS><Domain><Compatibility><IgnoreTypeInformation>1.15</IgnoreTypeInformation>"
     "</Compatibility></Domain></CycloneDDS>"
 )
+
+#: RTPS vendor ids (a GUID's first two bytes), to name who owns a writer.
+VENDORS = {b"\x01\x0f": "Fast DDS", b"\x01\x10": "Cyclone DDS", b"\x01\x01": "RTI Connext"}
 
 
 def cyclone_config() -> str:
@@ -122,6 +133,7 @@ class DDSTransport(Transport):
         self._topics: dict[str, Any] = {}
         self._writers: list[Any] = []
         self._subs: list[tuple[Any, Any, Callable[[Any], None]]] = []  # reader, cond, callback
+        self._builtins: dict[str, tuple[Any, Any]] = {}  # DCPSPublication/-Subscription readers
         self._lock = threading.Lock()
         self._closed = False
         self._waitset = WaitSet(self.participant)
@@ -166,17 +178,100 @@ class DDSTransport(Transport):
     def subscribe(
         self, name: str, msg_type: type, callback: Callable[[Any], None], qos: Any = "default"
     ) -> Any:
+        check_dds_qos(qos, name)
+        return self._reader(name, msg_type, callback, self.qos)
+
+    def _reader(self, name: str, msg_type: type, callback: Callable[[Any], None], qos: Any) -> Any:
         from cyclonedds.core import InstanceState, ReadCondition, SampleState, ViewState
         from cyclonedds.sub import DataReader
 
-        check_dds_qos(qos, name)
         with self._lock:
             self._check_open()
-            reader = DataReader(self.participant, self._topic(name, msg_type), qos=self.qos)
+            reader = DataReader(self.participant, self._topic(name, msg_type), qos=qos)
             cond = ReadCondition(reader, SampleState.Any | ViewState.Any | InstanceState.Any)
             self._subs = [*self._subs, (reader, cond, callback)]  # copy: the dispatcher iterates
             self._waitset.attach(cond)
         return reader
+
+    def subscribe_any_qos(self, name: str, msg_type: type, callback: Callable[[Any], None]) -> Any:
+        """See `Transport.subscribe_any_qos`: one reader per `ANY_QOS_READERS` profile (the
+        only readers this transport opens with a QoS other than ROS 2's default), a sample
+        handed on once (keyed by its writer and source timestamp)."""
+        from cyclonedds.core import Policy, Qos
+        from cyclonedds.util import duration
+
+        first = FirstSeen()
+
+        def on_sample(sample: Any) -> None:
+            info = sample.sample_info
+            if first((info.publication_handle, info.source_timestamp)):
+                callback(sample)
+
+        readers = []
+        for spec in ANY_QOS_READERS:
+            qos = Qos(
+                Policy.Reliability.Reliable(max_blocking_time=duration(milliseconds=100))
+                if spec["reliability"] == "reliable"
+                else Policy.Reliability.BestEffort,
+                Policy.History.KeepLast(int(spec["depth"])),
+                Policy.Durability.TransientLocal
+                if spec["durability"] == "transient_local"
+                else Policy.Durability.Volatile,
+            )
+            readers.append(self._reader(name, msg_type, on_sample, qos))
+        return _Readers(readers)
+
+    def other_publishers(self, topic: str) -> list[str] | None:
+        """Writers on `topic` (DDS topic `rt/...`) that belong to another participant than
+        this transport's, from Cyclone's DCPSPublication builtin topic: a ROS 2 node (any
+        name, any RMW) or a DDS program, in another process or this one."""
+        key = self.dds_topic(topic)
+        try:
+            me = self.participant.guid
+            rows = self._builtin("publications")
+        except Exception as exc:  # closed meanwhile
+            log.debug("cannot list the publishers of %s: %s", topic, exc)
+            return None
+        return sorted(
+            f"a {VENDORS.get(s.key.bytes[:2], 'DDS')} participant (publisher GID "
+            f"{ros_gid(s.key.bytes)})"
+            for s in rows
+            if s.topic_name == key and s.participant_key != me
+        )
+
+    def count_subscribers(self, topic: str) -> int | None:
+        key = self.dds_topic(topic)
+        try:
+            me = self.participant.guid
+            rows = self._builtin("subscriptions")
+        except Exception:
+            return None
+        return sum(1 for s in rows if s.topic_name == key and s.participant_key != me)
+
+    def _builtin(self, which: str) -> list[Any]:
+        """The alive endpoints Cyclone knows of (local and discovered): `publications` or
+        `subscriptions`. The builtin readers are created on first use and deleted with the
+        participant."""
+        from cyclonedds.builtin import (
+            BuiltinDataReader,
+            BuiltinTopicDcpsPublication,
+            BuiltinTopicDcpsSubscription,
+        )
+        from cyclonedds.core import InstanceState, ReadCondition, SampleState, ViewState
+
+        with self._lock:
+            self._check_open()
+            entry = self._builtins.get(which)
+            if entry is None:
+                topic = {
+                    "publications": BuiltinTopicDcpsPublication,
+                    "subscriptions": BuiltinTopicDcpsSubscription,
+                }[which]
+                reader = BuiltinDataReader(self.participant, topic)
+                alive = ReadCondition(reader, SampleState.Any | ViewState.Any | InstanceState.Alive)
+                entry = self._builtins[which] = (reader, alive)
+            reader, alive = entry
+            return list(reader.read(N=100_000, condition=alive))
 
     def _dispatch(self) -> None:
         """Wait (GIL released), then take and hand valid samples to callbacks, until close()."""
@@ -241,11 +336,26 @@ class DDSTransport(Transport):
         entities: list[Any] = [self._waitset, self.participant]
         for reader, cond, _ in self._subs:
             entities += [cond, reader]
+        for reader, cond in self._builtins.values():  # with the condition the binding made
+            entities += [
+                c for c in (cond, getattr(reader, "_next_condition", None), reader) if c is not None
+            ]
         entities += [*self._writers, *self._topics.values()]
         _delete_tree(self.participant, entities)
         _release_domain(self._domain_id)
-        self._subs, self._writers, self._topics = [], [], {}
+        self._subs, self._writers, self._topics, self._builtins = [], [], {}, {}
         self.participant = None
+
+
+class _Readers:
+    """The readers of `subscribe_any_qos`, counted as one by `matched`: each remote writer
+    once, however many of them it matches."""
+
+    def __init__(self, readers: list[Any]) -> None:
+        self.readers = readers
+
+    def get_matched_publications(self) -> list[int]:
+        return sorted({h for r in self.readers for h in r.get_matched_publications()})
 
 
 # Open DDS transports (strong references: only close() or process exit tears them down).

@@ -46,6 +46,26 @@ class Transport(Protocol):
         """Flush the last messages (the final hold) and delete every entity (idempotent)."""
         ...
 
+    def subscribe_any_qos(self, topic: str, msg_type: type, callback: Callable[[Any], None]) -> Any:
+        """Call `callback(msg)` once per message from every publisher on `topic`, whatever
+        reliability and durability it offers, including what a transient-local publisher sent
+        before this subscription existed and still keeps (the e-stop reads this way). Real
+        transports use several readers and drop the copies; `matched(handle)` counts each
+        publisher once. This default, for test doubles, is one reader with the default QoS."""
+        return self.subscribe(topic, msg_type, callback)
+
+    def other_publishers(self, topic: str) -> list[str] | None:
+        """One description per publisher on `topic` that is not this transport's own: told
+        apart by the DDS participant (GUID) that owns the writer, never by node name, so a
+        second process with our node name is listed. None where the transport cannot tell;
+        a caller must then refuse or warn, never read it as "nobody"."""
+        return None
+
+    def count_subscribers(self, topic: str) -> int | None:
+        """Number of subscribers on `topic` (the robot's, on the command topic); None where
+        unknown."""
+        return None
+
     # -- what only a node has; the defaults are the node-less behaviour ---------------------
     def subscribe_newest(self, topic: str, msg_type: type, qos: Any = "default") -> Any:
         """A reader its owner takes from (`take_newest`) instead of a callback; None where

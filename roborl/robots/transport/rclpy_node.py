@@ -30,11 +30,19 @@ import logging
 import math
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from roborl.core.errors import ConfigError, RobotError
-from roborl.robots.transport.common import FLUSH_S, Param, qos_spec
+from roborl.robots.transport.common import (
+    ANY_QOS_READERS,
+    FLUSH_S,
+    FirstSeen,
+    Param,
+    qos_spec,
+    ros_gid,
+)
 from roborl.robots.transport.protocol import Transport
 from roborl.robots.transport.rclpy_params import check_type
 from roborl.robots.transport.rclpy_services import (
@@ -102,6 +110,9 @@ class RclpyTransport(Transport):
         )
         self._closed = False
         self._keep: list[Any] = []
+        self._published: set[str] = set()  # fully qualified topics this node publishes on
+        self._prefix: bytes | None = None  # participant GUID prefix (b"": not a GUID)
+        self._probe_lock = threading.Lock()
         bridge_attach(self.node)
         self._thread.start()
 
@@ -182,6 +193,7 @@ class RclpyTransport(Transport):
         )
 
     def publisher(self, name: str, msg_type: type, qos: Any = "default") -> Callable[[Any], None]:
+        from rclpy.expand_topic_name import expand_topic_name
         from rclpy.qos_overriding_options import QoSOverridingOptions
 
         pub = self.node.create_publisher(
@@ -189,6 +201,9 @@ class RclpyTransport(Transport):
             name,
             self._qos(qos, f"qos of {name}"),
             qos_overriding_options=QoSOverridingOptions.with_default_policies(),
+        )
+        self._published.add(
+            expand_topic_name(name, self.node.get_name(), self.node.get_namespace())
         )
         return lambda msg: pub.publish(self._to_ros(msg))
 
@@ -269,6 +284,91 @@ class RclpyTransport(Transport):
 
     def matched(self, handle: Any) -> int:
         return handle.get_publisher_count() if hasattr(handle, "get_publisher_count") else 1
+
+    def subscribe_any_qos(self, name: str, msg_type: type, callback: Callable[[Any], None]) -> Any:
+        """See `Transport.subscribe_any_qos`: one subscription per `ANY_QOS_READERS` profile,
+        a message handed on once (keyed by the publisher's GID and sequence number). The
+        readers a publisher cannot match stay quiet here (no "incompatible QoS" warning);
+        its own node may still log one for them."""
+        from rclpy.event_handler import SubscriptionEventCallbacks
+
+        first = FirstSeen()
+
+        def on_message(ros: Any, info: Any) -> None:
+            gid = (info.get("publisher_gid") or {}).get("data")
+            seq = info.get("publication_sequence_number")
+            key = (gid, seq) if gid is not None and seq is not None else info["source_timestamp"]
+            if first(key):
+                callback(self._from_ros(msg_type, ros))
+
+        subs = [
+            self.node.create_subscription(
+                self._ros_type(msg_type),
+                name,
+                on_message,
+                self._qos(qos, f"qos of {name}"),
+                event_callbacks=SubscriptionEventCallbacks(incompatible_qos=lambda _: None),
+            )
+            for qos in ANY_QOS_READERS
+        ]
+        return _Readers(subs)
+
+    def other_publishers(self, topic: str) -> list[str] | None:
+        """Publishers on `topic` whose GID does not start with this node's participant GUID
+        prefix (`_own_prefix`): whatever their node name, so a second process running a node
+        with our name is listed. None when the middleware's GIDs are not GUIDs (then our own
+        publisher on `topic` would not carry the prefix) or the node is gone."""
+        from rclpy.expand_topic_name import expand_topic_name
+
+        try:
+            own = self._own_prefix()
+            infos = self.node.get_publishers_info_by_topic(topic)
+            fq = expand_topic_name(topic, self.node.get_name(), self.node.get_namespace())
+        except Exception as exc:  # the node is being destroyed
+            log.debug("cannot list the publishers of %s: %s", topic, exc)
+            return None
+        others, own_seen = set(), False
+        for info in infos:
+            gid = bytes(info.endpoint_gid)
+            if own is not None and gid.startswith(own):
+                own_seen = True
+                continue
+            who = (
+                "a node discovery has not named yet"
+                if info.node_name == "_NODE_NAME_UNKNOWN_"
+                else info.node_namespace.rstrip("/") + "/" + info.node_name
+            )
+            others.add(f"{who} (publisher GID {ros_gid(gid)})")
+        if own is None or (fq in self._published and not own_seen):
+            return None
+        return sorted(others)
+
+    def count_subscribers(self, topic: str) -> int | None:
+        try:
+            return self.node.count_subscribers(topic)
+        except Exception:  # the node is being destroyed
+            return None
+
+    def _own_prefix(self) -> bytes | None:
+        """This node's DDS participant GUID prefix (the first 12 bytes of each of its
+        endpoints' GIDs), read once from a publisher on a topic no one else uses: rclpy has
+        no call for a publisher's own GID, and every other topic may carry endpoints of a
+        node with our name in another process. Local endpoints enter the graph when they
+        are created, so no discovery wait is needed."""
+        with self._probe_lock:
+            if self._prefix is None:
+                from std_msgs.msg import Bool
+
+                topic = f"/_roborl/participant_{uuid.uuid4().hex}"  # hidden: leading "_"
+                pub = self.node.create_publisher(Bool, topic, 1)
+                try:
+                    gids = [
+                        bytes(i.endpoint_gid) for i in self.node.get_publishers_info_by_topic(topic)
+                    ]
+                finally:
+                    self.node.destroy_publisher(pub)
+                self._prefix = gids[0][:12] if len(gids) == 1 and len(gids[0]) >= 16 else b""
+            return self._prefix or None
 
     # -- what only a node has ----------------------------------------------------------------
     def service(
@@ -372,3 +472,14 @@ class RclpyTransport(Transport):
             left = deadline - time.monotonic()
             if left <= 0 or not pub.wait_for_all_acked(Duration(seconds=left)):
                 log.warning("%s not acknowledged before close", pub.topic_name)
+
+
+class _Readers:
+    """The subscriptions of `subscribe_any_qos`, counted as one: the best-effort volatile
+    one matches every publisher, so the largest count is the number of publishers."""
+
+    def __init__(self, subs: list[Any]) -> None:
+        self.subs = subs
+
+    def get_publisher_count(self) -> int:
+        return max(s.get_publisher_count() for s in self.subs)
