@@ -8,7 +8,9 @@ be a 2.7 rad move. `roborl deploy` commands it over rclpy at 50 Hz through
 `joint_trajectory_controller` (`robot.safety.max_delta` 0.002: the arm moves at up to
 0.1 rad/s when the stop comes). Per fault it records the time to the first hold, the hold's
 error (the largest distance between a command after the fault and where the arm stood as it
-arrived) and how far the arm moved from the first hold to the end of the run.
+arrived) and how far the arm moved from the first hold to the end of the run. A command counts
+as a hold when it is within 1 mrad of where the arm stood (the policy's commands are one
+0.002 rad step away).
 """
 
 from __future__ import annotations
@@ -40,6 +42,10 @@ LIFECYCLE_CLIENT = textwrap.dedent(
     client = node.create_client(ChangeState, "/roborl_deploy/change_state")
     client.wait_for_service(timeout_sec=60)
     ids = {"deactivate": Transition.TRANSITION_DEACTIVATE}
+    log = sys.argv[2]  # the policy's log: deactivate just after a (2 s) call begins
+    calls = len(open(log).read().split())
+    while len(open(log).read().split()) == calls:
+        time.sleep(0.005)
     print(repr(time.monotonic()), flush=True)  # the fault's instant: the request goes out now
     request = ChangeState.Request(transition=Transition(id=ids[sys.argv[1]]))
     future = client.call_async(request)
@@ -48,6 +54,9 @@ LIFECYCLE_CLIENT = textwrap.dedent(
     """
 )
 
+# A command this far from where the arm stood asks for motion: the policy's steps are 0.002 rad
+# (max_delta) from a position the 1 rad/s arm has reached; a hold is where it stands.
+MOVING = 0.001
 POSITION_FAULTS = ["estop_service", "estop_topic", "sigterm", "sighup", "stale_state",
                    "hung_policy", "nan_policy", "deactivate_slow_policy"]  # fmt: skip
 
@@ -105,8 +114,8 @@ def run_position_fault(fault: str, tmp: Path, env: dict[str, str], proc: Any, cl
         t_fault = float(log.read_text().split()[38])  # the 40th call hangs after this return
     elif fault == "deactivate_slow_policy":
         arm.wait(lambda: log.exists() and len(log.read_text().split()) >= 31, 120)
-        call = subprocess.run([sys.executable, "-c", LIFECYCLE_CLIENT, "deactivate"], env=env,
-                              timeout=120, capture_output=True, text=True)  # fmt: skip
+        call = subprocess.run([sys.executable, "-c", LIFECYCLE_CLIENT, "deactivate", str(log)],
+                              env=env, timeout=120, capture_output=True, text=True)  # fmt: skip
         t_fault = float(call.stdout.splitlines()[0])
     time.sleep(2.0)
     dep.stop()
@@ -116,7 +125,7 @@ def run_position_fault(fault: str, tmp: Path, env: dict[str, str], proc: Any, cl
     arm.stop()
     got = cmds()
     after = [c for c in got if c["t"] >= t_fault and c["target"] is not None]
-    held = [c for c in after if abs(c["target"] - c["pos"]) < 0.01]
+    held = [c for c in after if abs(c["target"] - c["pos"]) < MOVING]
     row: dict = {"robot": "position (trajectory)", "fault": fault, "commands": len(got)}
     if not held:
         row.update(time_to_hold_ms=None, commands_after_hold=None, displacement_after=None,
@@ -127,7 +136,7 @@ def run_position_fault(fault: str, tmp: Path, env: dict[str, str], proc: Any, cl
     final = arm.named("final")[0]["pos"] if arm.named("final") else later[-1]["pos"]
     row.update(
         time_to_hold_ms=round((first["t"] - t_fault) * 1e3, 1),
-        commands_after_hold=sum(abs(c["target"] - c["pos"]) >= 0.01 for c in later),
+        commands_after_hold=sum(abs(c["target"] - c["pos"]) >= MOVING for c in later),
         displacement_after=round(abs(final - first["pos"]), 4),
         hold_error_rad=round(max(abs(c["target"] - c["pos"]) for c in later), 5),
     )
@@ -153,18 +162,22 @@ def second_deploy(tmp: Path, env: dict[str, str], proc: Any) -> dict:
             "robot.safety.max_state_age_s=5"]  # fmt: skip
     first = proc(args, env)
     arm.wait(lambda: len(arm.named("cmd")) >= 50)
-    second = subprocess.run(args, env=env, timeout=300, capture_output=True, text=True)
+    try:
+        second = subprocess.run(args, env=env, timeout=120, capture_output=True, text=True)
+        code, err = second.returncode, second.stderr
+    except subprocess.TimeoutExpired as exc:  # it ran: the check missed the first deploy
+        code, err = "none (still running after 120 s)", str(exc.stderr or "")
     alive = first.proc.poll() is None
     first.stop()
     arm.send("quit")
     arm.stop()
-    why = next((ln for ln in second.stderr.splitlines() if "commands this robot" in ln), "")
+    why = next((ln for ln in err.splitlines() if "commands this robot" in ln), "")
     return {
         "robot": "position (trajectory)",
         "fault": "second_deploy (same node name)",
         "time_to_hold_ms": None,
         "commands_after_hold": None,
         "displacement_after": None,
-        "note": f"second deploy exit code {second.returncode}, first still running: {alive}; "
-        + (why[:160] if why else "no refusal message"),
+        "note": f"second deploy exit code {code}, first still running: {alive}; "
+        + (why[:160] if why else "no refusal message: " + " | ".join(err.splitlines()[-4:])),
     }

@@ -51,6 +51,9 @@ OPERATOR = PRELUDE + textwrap.dedent(
     change = node.create_client(ChangeState, deploy + "/change_state")
     ids = {"activate": Transition.TRANSITION_ACTIVATE,
            "deactivate": Transition.TRANSITION_DEACTIVATE}
+    for client in (estop, change):  # discovered before "ready": a call goes out at once
+        if not client.wait_for_service(timeout_sec=120):
+            raise SystemExit(f"service {client.srv_name} never appeared")
     out(event="ready")
     for line in sys.stdin:
         word = line.strip()
@@ -283,6 +286,8 @@ def test_deactivate_holds_within_a_period_while_a_slow_policy_runs(pace_env, pro
     arm.wait(lambda: len(log.read_text().split()) >= 31, "the policy never slowed", 60)
     operator = procs(peer(OPERATOR, "/roborl_deploy"), pace_env, roborl=False)
     operator.wait_event("ready", START)
+    calls = len(log.read_text().split())  # deactivate just after a 2 s call begins
+    arm.wait(lambda: len(log.read_text().split()) > calls, "the policy stopped", 60)
     operator.send("deactivate")
     asked = operator.wait_event("deactivate", 60)
     assert asked["success"]

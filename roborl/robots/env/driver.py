@@ -271,7 +271,7 @@ class Ros2Driver(SafetyServices, RobotDriver):
         found = t.other_publishers(self.command_topic) if t is not None else None
         return found or []
 
-    def _refuse_other_commanders(self, discovery_s: float = 1.0) -> None:
+    def _refuse_other_commanders(self, discovery_s: float = 2.0) -> None:
         """One commander per robot: another publisher on the command topic (a second
         deploy, an actor, a teleop tool), whatever its node name and on either transport,
         is refused at connect unless explicitly allowed. Discovery of the other endpoints
