@@ -40,7 +40,7 @@ CHILD = textwrap.dedent(
     from roborl.robots.env.robot_env import RobotEnv
     from roborl.robots.transport.dds import DDSTransport
     cfg = dict(joints=["slider", "hinge"], transport="dds", rate_hz=200.0,
-               connect_timeout_s=60.0, command=dict(joints=["slider"]),
+               connect_timeout_s=60.0, command=dict(joints=["slider"], interface_name="effort"),
                safety=dict(low=[-1.0], high=[1.0], max_state_age_s=5.0),
                reset=dict(mode="wait", wait_s=0.0))
     local = DDSTransport("local_writer")  # same-process writer into the env's reader
