@@ -57,3 +57,17 @@ def training_windows(rows: list[dict]) -> tuple[float, float]:
     summed over its status windows (reset routines excluded)."""
     training = [r for r in rows if r["updates"] > 0 and r.get("window_s")]
     return sum(r["window_steps"] for r in training), sum(r["window_s"] for r in training)
+
+
+def install_plugin(folder: Path, module: str, source: str) -> Path:
+    """`source` as module `module`, installed as a distribution with a `roborl.plugins` entry
+    point in `folder`/site (put it on PYTHONPATH); returns that folder."""
+    site = folder / "site"
+    site.mkdir()
+    (site / f"{module}.py").write_text(source)
+    info = site / f"{module}-0.1.dist-info"
+    info.mkdir()
+    name = module.replace("_", "-")
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[roborl.plugins]\n{module} = {module}\n")
+    return site

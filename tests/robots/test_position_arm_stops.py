@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from robot_helpers import install_plugin
 from ros_peers import PRELUDE, peer
 
 from roborl.robots.nodes.processes import EventProcess as Proc
@@ -134,13 +135,7 @@ PACE_PLUGIN = textwrap.dedent(
 @pytest.fixture
 def pace_env(rclpy_env: dict[str, str], tmp_path: Path) -> dict[str, str]:
     """rclpy_env with PACE_PLUGIN installed as a distribution (entry point included)."""
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "pace_plugin.py").write_text(PACE_PLUGIN)
-    info = site / "pace_plugin-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pace-plugin\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[roborl.plugins]\npace_plugin = pace_plugin\n")
+    site = install_plugin(tmp_path, "pace_plugin", PACE_PLUGIN)
     return dict(rclpy_env, PYTHONPATH=str(site), PACE_LOG=str(tmp_path / "pace.log"))
 
 

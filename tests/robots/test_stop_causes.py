@@ -18,6 +18,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from robot_helpers import install_plugin
 
 from roborl.robots.nodes.processes import EventProcess as Proc
 
@@ -110,16 +111,8 @@ HANG_PLUGIN = textwrap.dedent(
 
 
 def _install_hang_plugin(tmp_path: Path) -> Path:
-    """HANG_PLUGIN as an installed distribution (entry point included) in a folder to put
-    on PYTHONPATH; returns the folder."""
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "hang_plugin.py").write_text(HANG_PLUGIN)
-    info = site / "hang_plugin-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: hang-plugin\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[roborl.plugins]\nhang_plugin = hang_plugin\n")
-    return site
+    """HANG_PLUGIN installed in a folder to put on PYTHONPATH; returns the folder."""
+    return install_plugin(tmp_path, "hang_plugin", HANG_PLUGIN)
 
 
 def _commands(robot: Proc) -> list[dict]:

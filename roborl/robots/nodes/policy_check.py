@@ -81,7 +81,7 @@ class TrainedRobot:
             )
         try:
             layout = layout_of_config(robot)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, ConfigError) as exc:
             return cls(source, None, f"{source}'s robot config cannot be read ({exc})")
         n = _state_size(meta.get("observation_space"))
         if n is not None and n != len(layout.joints) * len(layout.fields):
@@ -97,6 +97,7 @@ class TrainedRobot:
 def layout_of_config(robot: Mapping[str, Any]) -> Layout:
     """The layout of a saved `robot` section; keys it lacks take RobotConfig's defaults."""
     from roborl.robots.config import RobotConfig
+    from roborl.robots.env.cameras import parse_cameras
 
     defaults = {f.name: f for f in dataclasses.fields(RobotConfig)}
     joints = _str_list(robot.get("joints"), "joints")
@@ -107,11 +108,7 @@ def layout_of_config(robot: Mapping[str, Any]) -> Layout:
     if not isinstance(command, Mapping):
         raise TypeError(f"command is a {type(command).__name__}, not a mapping")
     commanded = command.get("joints")
-    cameras = []
-    for cam in robot.get("cameras") or []:
-        if not isinstance(cam, Mapping):
-            raise TypeError(f"camera {cam!r} is not a mapping")
-        cameras.append((str(cam.get("name")), int(cam.get("height", 0)), int(cam.get("width", 0))))
+    cameras = [(c.name, c.height, c.width) for c in parse_cameras(robot.get("cameras"))]
     return Layout(
         tuple(joints),
         tuple(_str_list(fields, "fields")),
