@@ -42,9 +42,10 @@ CONTENDERS: dict[str, dict[str, Any]] = {
     "roborl_eager": {"name": "sac"},
     "roborl_compile": {"name": "sac", "compile": True},
     "roborl_compile_cudagraphs": {"name": "sac", "compile": True, "cudagraphs": True},
+    "roborl_captured": {"name": "sac", "capture": True},  # the whole update as one CUDA graph
     "sb3": {},
 }
-ORDER = ("roborl_eager", "sb3", "roborl_compile_cudagraphs", "roborl_compile")
+ORDER = ("roborl_eager", "sb3", "roborl_captured", "roborl_compile_cudagraphs", "roborl_compile")
 
 
 def default_out() -> Path:
@@ -86,12 +87,17 @@ def run_roborl(name: str, device: str, steps: int, warmup: int, window: int) -> 
         records = read_metrics(tmp)
         algo = runner.current_algo
         compiled = bool(getattr(getattr(algo, "_loss_call", None), "is_compiled", False))
+        capture = getattr(algo, "_capture", None)
+        graphs = int(getattr(capture, "captured", 0))
+        capture_reason = getattr(capture, "fallback_reason", None)
     sps = [r["time/sps"] for r in records if "time/sps" in r and r["step"] > warmup + window]
     out: dict[str, Any] = {
         "train_sps_median": statistics.median(sps) if sps else None,
         "train_sps_windows": sps,
         "wall_s": wall,
         "compiled": compiled,
+        "cuda_graphs_captured": graphs,
+        "capture_fallback_reason": capture_reason,
         "buffer_device": device,
     }
     if device.startswith("cuda"):
@@ -99,8 +105,9 @@ def run_roborl(name: str, device: str, steps: int, warmup: int, window: int) -> 
     return out
 
 
-def run_sb3(device: str, steps: int, warmup: int, window: int) -> dict[str, Any]:
+def run_sb3(device: str, steps: int, warmup: int, window: int, updates: int = 0) -> dict[str, Any]:
     import gymnasium as gym
+    import torch
     from stable_baselines3 import SAC
     from stable_baselines3.common.callbacks import BaseCallback
 
@@ -120,11 +127,21 @@ def run_sb3(device: str, steps: int, warmup: int, window: int) -> dict[str, Any]
     model.learn(total_timesteps=warmup + steps, callback=Marks())
     wall = time.perf_counter() - t0
     sps = window_sps(marks, warmup + window)
-    return {
+    out = {
         "train_sps_median": statistics.median(sps) if sps else None,
         "train_sps_windows": sps,
         "wall_s": wall,
     }
+    if updates:  # update-only speed on the filled buffer: `updates` gradient steps at once
+        model.train(gradient_steps=10, batch_size=BATCH)  # warm
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        model.train(gradient_steps=updates, batch_size=BATCH)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        out["updates_per_s"] = updates / (time.perf_counter() - t0)
+    return out
 
 
 def machine(device: str) -> dict[str, Any]:
@@ -174,6 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--contenders", nargs="+", default=list(ORDER), choices=list(CONTENDERS))
     ap.add_argument("--device", default="cuda", help="cpu only to smoke-test the harness")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--sb3-updates", type=int, default=0, help="also time SB3's train() alone")
     ap.add_argument("--worker", choices=list(CONTENDERS), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
@@ -185,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.worker:
         torch.set_num_threads(1)  # both contenders: one CPU thread beside the GPU, as in roborl
         if args.worker == "sb3":
-            res = run_sb3(args.device, args.steps, args.warmup, args.window)
+            res = run_sb3(args.device, args.steps, args.warmup, args.window, args.sb3_updates)
         else:
             res = run_roborl(args.worker, args.device, args.steps, args.warmup, args.window)
         print(json.dumps(res))

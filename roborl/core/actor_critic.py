@@ -74,6 +74,13 @@ class SACConfig(SoftActorCriticConfig):
     cudagraphs: bool = field(
         default=False, metadata={"help": "CUDA graphs (CUDA only; ignored with a warning)"}
     )
+    capture: bool = field(
+        default=False,
+        metadata={
+            "help": "record the whole update as one CUDA graph (CUDA only; capturable Adam); "
+            "elsewhere, or when capture fails, eager with a one-line warning"
+        },
+    )
     fast_update: bool = field(
         default=True,
         metadata={

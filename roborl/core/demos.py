@@ -122,7 +122,8 @@ def sample_mixed(
     gamma: float = 0.99,
 ) -> Batch:
     """One batch: online rows first, then ``round(batch_size * fraction)`` demo rows, with
-    ``extras["is_demo"]`` True on the demo rows (RLPD's symmetric sampling)."""
+    ``extras["is_demo"]`` True on the demo rows (RLPD's symmetric sampling) and
+    ``Batch.demo_rows`` their count."""
     n_demo = demo_rows(batch_size, fraction)
     parts: list[tuple[Batch, bool]] = []
     for buf, n, is_demo in ((online, batch_size - n_demo, False), (demos, n_demo, True)):
@@ -132,7 +133,9 @@ def sample_mixed(
             parts.append((buf.sample_nstep(n, n_step, gamma, generator), is_demo))
         else:
             parts.append((buf.sample(n, generator), is_demo))
-    return _concat(parts)
+    batch = _concat(parts)
+    batch.demo_rows = n_demo  # the demo rows are the last n_demo: no need to read the mask
+    return batch
 
 
 def _cat(items: list[Any]) -> Any:

@@ -40,6 +40,10 @@ class Batch:
     costs: torch.Tensor | None = None
     discount: torch.Tensor | None = None
     extras: dict[str, torch.Tensor] = field(default_factory=dict)
+    demo_rows: int | None = None
+    """When the sampler knows it (`roborl.core.demos.sample_mixed` does): the number of
+    trailing rows that are demo rows, exactly those `extras["is_demo"]` marks, so an algorithm
+    can split the batch by fixed slices without reading the mask back from the device."""
 
     def __len__(self) -> int:
         return int(self.rewards.shape[0])

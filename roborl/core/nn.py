@@ -197,18 +197,26 @@ class TanhGaussianActor(nn.Module):
         return torch.tanh(self(obs)[0])
 
 
-def fused_adam(params: Iterable[torch.Tensor], lr: float) -> torch.optim.Adam:
+def fused_adam(
+    params: Iterable[torch.Tensor], lr: float, capturable: bool = False
+) -> torch.optim.Adam:
     """Adam with PyTorch's fused kernel: the same update, one kernel over every tensor instead
     of a Python loop of small ops per tensor (a 10-critic ensemble's step: 0.9 ms instead of
-    7.8 ms on CPU here)."""
+    7.8 ms on CPU here). `capturable` (CUDA only) lets a CUDA graph record the step."""
+    if capturable:
+        return torch.optim.Adam(params, lr=lr, fused=True, capturable=True)
     return torch.optim.Adam(params, lr=lr, fused=True)
 
 
 def load_optimizer_state(optimizer: torch.optim.Optimizer, state: Mapping[str, Any]) -> None:
     """`optimizer.load_state_dict(state)`, keeping the kernel the optimiser was built with: the
     saved param groups' `fused`/`foreach` flags (e.g. an older checkpoint's unfused Adam) would
-    replace it. Step counters move to their parameter's device, as the fused kernel needs."""
-    kernels = [{k: group.get(k) for k in ("fused", "foreach")} for group in optimizer.param_groups]
+    replace it (and `capturable`, which a CUDA-graph run needs). Step counters move to their
+    parameter's device, as the fused kernel needs."""
+    kernels = [
+        {k: group.get(k) for k in ("fused", "foreach", "capturable")}
+        for group in optimizer.param_groups
+    ]
     optimizer.load_state_dict(state)
     for group, kernel in zip(optimizer.param_groups, kernels):
         group.update(kernel)

@@ -77,6 +77,13 @@ class DrQConfig(SoftActorCriticConfig):
     actor_layer_norm: bool = field(
         default=False, metadata={"help": "LayerNorm after each actor hidden layer (SERL)"}
     )
+    capture: bool = field(
+        default=False,
+        metadata={
+            "help": "record the whole update (every critic step, actor, temperature) as one CUDA graph (CUDA only; capturable Adam); "
+            "elsewhere, or when capture fails, eager with a one-line warning"
+        },
+    )
     log_std_min: float = field(default=-10.0, metadata={"help": "actor log-std lower bound"})
     log_std_max: float = field(default=2.0, metadata={"help": "actor log-std upper bound"})
 

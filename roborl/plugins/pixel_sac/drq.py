@@ -85,6 +85,15 @@ Deviations (each a config value where it is one):
   one encoder forward per update).
 - Critic steps see minibatches of `batch_size / critic_steps` rows: the loop samples
   `batch_size` transitions per update call, RLPD samples batch_size * G.
+
+Speed (no effect on the maths): the minibatches are fixed row indices made once per layout
+whenever the demo rows form one known block (`_demo_layout`: the loop's symmetric sampling
+sets `Batch.demo_rows`), so the update has static shapes and never waits for the device; a
+scattered mask, or a GPU mask without `demo_rows`, takes the `nonzero` path, with the same
+rows. `capture` (CUDA) records the whole update (augmentation, every critic step, actor,
+temperature, Polyak updates: `_update_step`) as one CUDA graph per layout with capturable
+fused Adam (`roborl.core.compile.CapturedUpdate`); elsewhere it runs eagerly with a one-line
+warning and the same numbers (tests/sac/test_static_update_equivalence.py).
 """
 
 from __future__ import annotations
@@ -101,6 +110,7 @@ import torch
 
 from roborl.core.actor_critic import require_box
 from roborl.core.actor_graph import ActorGraph, observation_inputs
+from roborl.core.compile import CapturedUpdate
 from roborl.core.errors import CheckpointError
 from roborl.core.interfaces import Algorithm, Batch, Policy
 from roborl.core.nn import (
@@ -178,13 +188,22 @@ class DrQ(Algorithm):
         )
         self.shift = RandomShift(cfg.image_pad)
         # The critic's optimiser owns the encoder: only the critic loss trains it.
+        capturable = cfg.capture and self.device.type == "cuda"
         self.critic_opt = fused_adam(
-            [*self.encoder.parameters(), *self.critic.parameters()], lr=cfg.critic_lr
+            [*self.encoder.parameters(), *self.critic.parameters()], cfg.critic_lr, capturable
         )
-        self.actor_opt = fused_adam(self.actor.parameters(), lr=cfg.actor_lr)
-        self.alpha_opt = fused_adam([self.log_alpha], lr=cfg.alpha_lr)
+        self.actor_opt = fused_adam(self.actor.parameters(), cfg.actor_lr, capturable)
+        self.alpha_opt = fused_adam([self.log_alpha], cfg.alpha_lr, capturable)
         self.updates = 0
         self._warned_no_demos = False
+        self._splits: dict[tuple[int, int, int], list[torch.Tensor]] = {}
+        self._capture = CapturedUpdate(
+            self._layout_step,
+            enabled=cfg.capture,
+            device=self.device,
+            name=self.name,
+            before_capture=self._zero_grads,
+        )
 
     # -- acting ------------------------------------------------------------------------------
 
@@ -266,31 +285,101 @@ class DrQ(Algorithm):
         alpha = self.log_alpha.detach().exp()
         return (alpha * logp - q_pi).mean(), logp
 
+    def _demo_layout(self, batch: Batch) -> tuple[int, int, int] | None:
+        """(rows, first demo row, demo rows) when the demo rows are one contiguous block
+        known without reading the device: no `is_demo` (no demo rows), `Batch.demo_rows` (the
+        loop's symmetric sampling puts them last), or a CPU mask holding one block. None
+        otherwise (a scattered mask, or one on the GPU without `demo_rows`)."""
+        n = len(batch)
+        mask = batch.extras.get("is_demo")
+        if mask is None:
+            return (n, 0, 0)
+        if batch.demo_rows is not None:
+            return (n, n - batch.demo_rows, batch.demo_rows)
+        if mask.device.type != "cpu":
+            return None
+        m = mask.reshape(-1).bool()
+        d = int(m.sum())
+        start = int(m.to(torch.uint8).argmax()) if d else 0
+        return (n, start, d) if bool(m[start : start + d].all()) else None
+
+    def _split(self, layout: tuple[int, int, int]) -> list[torch.Tensor]:
+        """Row indices of the `critic_steps` minibatches for a block layout, made once per
+        layout: each minibatch is its share of the demo rows, then its share of the online
+        rows (`tensor_split` of each, in row order), as `_minibatches` always split them."""
+        split = self._splits.get(layout)
+        if split is None:
+            n, start, d = layout
+            k = self.config.critic_steps
+            rows = torch.arange(n)
+            demo = rows[start : start + d].tensor_split(k)
+            online = torch.cat([rows[:start], rows[start + d :]]).tensor_split(k)
+            split = [torch.cat([a, b]).to(self.device) for a, b in zip(demo, online)]
+            self._splits[layout] = split
+        return split
+
     def _minibatches(self, batch: Batch) -> list[torch.Tensor]:
-        """Row indices of `critic_steps` minibatches; demo and online rows split evenly."""
-        n, k = len(batch), self.config.critic_steps
-        is_demo = batch.extras.get("is_demo")
-        if is_demo is None:
-            return list(torch.arange(n, device=self.device).tensor_split(k))
-        mask = is_demo.reshape(-1).bool().to(self.device)
+        """Row indices of `critic_steps` minibatches; demo and online rows split evenly.
+
+        Static shapes where the layout is known (`_demo_layout`): fixed indices made once, no
+        device read. Otherwise (a scattered mask, or a GPU mask without `Batch.demo_rows`) the
+        rows are found with `nonzero`, which waits for the device: the same rows either way."""
+        layout = self._demo_layout(batch)
+        if layout is not None:
+            return self._split(layout)
+        k = self.config.critic_steps
+        mask = batch.extras["is_demo"].reshape(-1).bool().to(self.device)
         demo = mask.nonzero().squeeze(-1).tensor_split(k)
         online = (~mask).nonzero().squeeze(-1).tensor_split(k)
         return [torch.cat([d, o]) for d, o in zip(demo, online)]
 
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
         """`critic_steps` critic steps on minibatches of `batch`, then one actor and
-        temperature step on the last minibatch's (detached) features."""
-        cfg = self.config
+        temperature step on the last minibatch's (detached) features.
+
+        The tensor work is `_update_step`; with `capture` and a known demo layout it is one
+        CUDA graph per layout (`_layout_step`), else eager. The counter moves here."""
         if not isinstance(batch.obs, Mapping):
             raise TypeError(f"algo={self.name} expects Dict batches, got {type(batch.obs)}")
-        obs = to_torch(batch.obs, self.device)
-        next_obs = to_torch(batch.next_obs, self.device)
+        inputs = (
+            to_torch(batch.obs, self.device), to_torch(batch.next_obs, self.device),
+            batch.actions.to(self.device), batch.rewards, batch.terminated, batch.discount,
+            batch.extras.get("is_demo"),
+        )  # fmt: skip
+        layout = self._demo_layout(batch)
+        if layout is None:
+            metrics = self._update_step(self._minibatches(batch), *inputs)
+        else:
+            metrics = self._capture(layout, *inputs)
+        self.updates += 1
+        return metrics
+
+    def _layout_step(self, layout: tuple[int, int, int], *inputs: Any) -> dict[str, torch.Tensor]:
+        return self._update_step(self._split(layout), *inputs)
+
+    def _zero_grads(self) -> None:
+        for opt in (self.critic_opt, self.actor_opt, self.alpha_opt):
+            opt.zero_grad(set_to_none=True)
+
+    def _update_step(
+        self,
+        minibatches: list[torch.Tensor],
+        obs: dict[str, torch.Tensor],
+        next_obs: dict[str, torch.Tensor],
+        env_actions: torch.Tensor,
+        rewards: torch.Tensor,
+        terminated: torch.Tensor,
+        discount: torch.Tensor | None,
+        is_demo: torch.Tensor | None,
+    ) -> dict[str, torch.Tensor]:
+        """Augmentation, every critic step, the actor and temperature steps and the Polyak
+        updates on `minibatches` (row indices): tensor work only, so it can be captured."""
+        cfg = self.config
         images, next_images = self.augment(obs, next_obs)
-        actions = self.scaler.to_unit(batch.actions.to(self.device))
-        discount = cfg.gamma if batch.discount is None else batch.discount
-        ndd = discount * (1.0 - batch.terminated)
+        actions = self.scaler.to_unit(env_actions)
+        ndd = (cfg.gamma if discount is None else discount) * (1.0 - terminated)
         if torch.is_tensor(ndd) and ndd.dim() == 0:
-            ndd = ndd.expand(len(batch))
+            ndd = ndd.expand(rewards.shape[0])
 
         def rows(x: Any, idx: torch.Tensor) -> Any:
             if isinstance(x, Mapping):
@@ -298,9 +387,9 @@ class DrQ(Algorithm):
             return x[idx]
 
         critic_losses = []
-        for idx in self._minibatches(batch):
+        for idx in minibatches:
             loss, feat, q = self.critic_loss(
-                rows(images, idx), rows(obs, idx), actions[idx], batch.rewards[idx],
+                rows(images, idx), rows(obs, idx), actions[idx], rewards[idx],
                 rows(next_images, idx), rows(next_obs, idx), ndd[idx],
             )  # fmt: skip
             self.critic_opt.zero_grad(set_to_none=True)
@@ -327,9 +416,8 @@ class DrQ(Algorithm):
             self.alpha_opt.zero_grad(set_to_none=True)
             alpha_loss.backward()
             self.alpha_opt.step()
-        if "is_demo" in batch.extras:
-            metrics["demo_fraction"] = batch.extras["is_demo"].float().mean()
-        self.updates += 1
+        if is_demo is not None:
+            metrics["demo_fraction"] = is_demo.float().mean()
         return metrics
 
     # -- state -------------------------------------------------------------------------------
@@ -364,6 +452,7 @@ class DrQ(Algorithm):
             if key in state:
                 load_optimizer_state(getattr(self, key), state[key])
         self.updates = int(state.get("updates", 0))
+        self._capture.reset()  # graphs recorded the replaced optimiser state
 
 
 class RLPD(DrQ):

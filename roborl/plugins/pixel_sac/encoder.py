@@ -27,8 +27,9 @@ from roborl.core.errors import ConfigError
 from roborl.core.obs import image_keys
 
 
-def image_channels_first(x: torch.Tensor) -> torch.Tensor:
-    """(B, H, W, C) or frame-stacked (B, k, H, W, C) uint8 -> (B, k*C, H, W) float in [0, 255].
+def image_channels_first(x: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """(B, H, W, C) or frame-stacked (B, k, H, W, C) uint8 -> (B, k*C, H, W) float in [0, 255]
+    (`dtype`: float32 unless the encoder was cast, e.g. to float64 in a test).
 
     Stacked frames become channels (DrQ/DrQ-v2 stack frames along channels), so one shift
     moves all frames of an observation together.
@@ -40,7 +41,7 @@ def image_channels_first(x: torch.Tensor) -> torch.Tensor:
         x = x.permute(0, 3, 1, 2)
     else:
         raise TypeError(f"image batch must be (B,H,W,C) or (B,k,H,W,C), got {tuple(x.shape)}")
-    return x.float()
+    return x.to(dtype)
 
 
 class RandomShift(nn.Module):
@@ -130,9 +131,15 @@ class ObsEncoder(nn.Module):
         self.state_dim = int(sum(np.prod(space[k].shape) for k in self.state_keys))
         self.out_dim = feature_dim * len(self.image_keys) + self.state_dim
 
+    @property
+    def dtype(self) -> torch.dtype:
+        """The features' floating dtype: the trunks' weights' (float32 unless cast)."""
+        return next(iter(self.trunks.values()))[0].weight.dtype
+
     def images(self, obs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """The image entries as channels-first float in [0, 255] (augment these)."""
-        return {k: image_channels_first(obs[k]) for k in self.image_keys}
+        dtype = self.dtype
+        return {k: image_channels_first(obs[k], dtype) for k in self.image_keys}
 
     def image_features(self, images: Mapping[str, torch.Tensor]) -> list[torch.Tensor]:
         """Each camera's conv + trunk features from channels-first `images`, in key order."""
@@ -144,7 +151,7 @@ class ObsEncoder(nn.Module):
         """Features from channels-first `images` (see `images`) and the state keys of `obs`."""
         parts = self.image_features(images)
         b = parts[0].shape[0]
-        parts += [obs[k].reshape(b, -1).float() for k in self.state_keys]
+        parts += [obs[k].reshape(b, -1).to(parts[0].dtype) for k in self.state_keys]
         return torch.cat(parts, dim=-1)
 
 

@@ -48,6 +48,11 @@ Remaining deviations from the official code:
   it is applied.
 - `n_step` > 1 (off by default) gives n-step targets through the replay buffer, an extension
   the official code does not have.
+
+Speed option (no effect on the maths): `capture` (CUDA) records the update's tensor work
+(`_update_step`) as two CUDA graphs, one for critic-only steps and one for steps with the
+actor, with capturable fused Adam (`roborl.core.compile.CapturedUpdate`); elsewhere it runs
+eagerly with a one-line warning.
 """
 
 from __future__ import annotations
@@ -64,7 +69,7 @@ import torch
 from torch.nn import functional as F
 
 from roborl.core.actor_critic import SoftActorCritic, SoftActorCriticConfig
-from roborl.core.compile import CompiledCall, fused_adam_kwargs, fused_adam_step
+from roborl.core.compile import CapturedUpdate, CompiledCall, adam_kwargs, fused_adam_step
 from roborl.core.config import rng
 from roborl.core.interfaces import Batch
 from roborl.core.nn import polyak_update
@@ -104,6 +109,13 @@ class DSACTConfig(SoftActorCriticConfig):
         default=None, metadata={"help": "inductor mode; null = default"}
     )
     cudagraphs: bool = field(default=False, metadata={"help": "CUDA graphs (CUDA only)"})
+    capture: bool = field(
+        default=False,
+        metadata={
+            "help": "record the whole update as one CUDA graph (CUDA only; capturable Adam); "
+            "elsewhere, or when capture fails, eager with a one-line warning"
+        },
+    )
 
 
 def dsac_t_targets(
@@ -188,7 +200,7 @@ class DSACT(SoftActorCritic):
             groups.append({"params": [self.log_alpha], "lr": cfg.alpha_lr})
         # One (fused) Adam with per-network learning rates: identical to the official code's
         # three Adams, since Adam is per-parameter and skips parameters without gradients.
-        self.optimizer = torch.optim.Adam(groups, **fused_adam_kwargs(self.device))
+        self.optimizer = torch.optim.Adam(groups, **adam_kwargs(self.device, cfg.capture))
         self.sigma_bar = torch.full((2,), -1.0, device=self.device)  # < 0: not yet initialised
         self.updates = 0
         self._gamma = torch.tensor(cfg.gamma, device=self.device)
@@ -201,6 +213,16 @@ class DSACT(SoftActorCritic):
             cudagraphs=cfg.cudagraphs,
             device=self.device,
             name="dsac_t",
+        )
+        self._capture = CapturedUpdate(
+            self._update_step,
+            enabled=cfg.capture,
+            device=self.device,
+            name="dsac_t",
+            blocked="compile/cudagraphs are asked too (use one or the other)"
+            if cfg.compile or cfg.cudagraphs
+            else None,
+            before_capture=self._zero_grad,
         )
 
     def distribution(
@@ -273,19 +295,38 @@ class DSACT(SoftActorCritic):
         return loss, metrics
 
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
-        """One critic step; actor, temperature and targets every `delay_update` steps."""
-        cfg = self.config
+        """One critic step; actor, temperature and targets every `delay_update` steps.
+
+        The tensor work is `_update_step` (with `capture`, one CUDA graph for critic-only
+        steps and one for steps with the actor); the Python counter moves here."""
         obs, next_obs = batch.obs.flatten(1), batch.next_obs.flatten(1)
-        actions = self.scaler.to_unit(batch.actions)
-        discount = self._gamma if batch.discount is None else batch.discount
         self.updates += 1
-        with_actor = self.updates % cfg.delay_update == 0
+        with_actor = self.updates % self.config.delay_update == 0
+        return self._capture(
+            with_actor, obs, batch.actions, batch.rewards, next_obs, batch.terminated,
+            batch.discount,
+        )  # fmt: skip
+
+    def _update_step(
+        self,
+        with_actor: bool,
+        obs: torch.Tensor,
+        env_actions: torch.Tensor,
+        rewards: torch.Tensor,
+        next_obs: torch.Tensor,
+        terminated: torch.Tensor,
+        discount: torch.Tensor | None,
+    ) -> dict[str, torch.Tensor]:
+        """Losses, gradients, the Adam step, sigma_bar and (with the actor) the Polyak update:
+        tensor work only, so `CapturedUpdate` can record it."""
+        actions = self.scaler.to_unit(env_actions)
+        discount = self._gamma if discount is None else discount
         b = obs.shape[0]
         noise = torch.randn(2 * b, self.act_dim, device=self.device)
         q_noise = torch.randn(2, b, device=self.device)
         self.optimizer.zero_grad(set_to_none=True)
         _, metrics = self._loss_call(
-            obs, actions, batch.rewards, next_obs, batch.terminated, discount, noise, q_noise,
+            obs, actions, rewards, next_obs, terminated, discount, noise, q_noise,
             with_actor, after=self._backward, reset=self._zero_grad,
         )  # fmt: skip
         # Parameters without gradients (the actor and log_alpha on critic-only steps) are
@@ -294,7 +335,7 @@ class DSACT(SoftActorCritic):
         fused_adam_step(self.optimizer)
         self.sigma_bar.copy_(metrics.pop("_sigma_bar"))
         if with_actor:
-            polyak_update(self._target_params, self._params, cfg.tau)
+            polyak_update(self._target_params, self._params, self.config.tau)
         return metrics
 
     @staticmethod
@@ -329,3 +370,4 @@ class DSACT(SoftActorCritic):
         if "optimizer" in state:
             self.optimizer.load_state_dict(state["optimizer"])
         self.updates = int(state.get("updates", 0))
+        self._capture.reset()  # graphs recorded the replaced optimiser state

@@ -56,6 +56,12 @@ Implementation notes (no effect on the maths):
   falls back to eager with a one-line warning when compilation fails. Adam is the fused kernel
   where torch has one (CPU and CUDA), else foreach. Metrics are returned as tensors, so an
   update never waits for the device.
+- `capture` (off by default; for CUDA): the whole update (`_update_step`: losses, gradients by
+  the fast path or autograd, the Adam step, the Polyak update) is recorded once as a CUDA
+  graph and replayed (`roborl.core.compile.CapturedUpdate`), with Adam `capturable` and fused.
+  The shapes are already static (no data-dependent op). On CPU, with `compile`/`cudagraphs`,
+  or when recording fails it runs eagerly with a one-line warning and the same numbers;
+  tests/sac/test_static_update_equivalence.py pins the update to the one before the rewrite.
 """
 
 from __future__ import annotations
@@ -67,7 +73,7 @@ import gymnasium as gym
 import torch
 
 from roborl.core.actor_critic import SACConfig, SoftActorCritic
-from roborl.core.compile import CompiledCall, fused_adam_kwargs, fused_adam_step
+from roborl.core.compile import CapturedUpdate, CompiledCall, adam_kwargs, fused_adam_step
 from roborl.core.interfaces import Batch
 from roborl.core.nn import polyak_update
 from roborl.core.policies import SquashedGaussianPolicy
@@ -92,7 +98,7 @@ class SAC(SoftActorCritic):
             observation_space, action_space, config, device, num_critics=config.num_critics
         )
         cfg = config
-        adam = fused_adam_kwargs(self.device)
+        adam = adam_kwargs(self.device, capture=cfg.capture)
         groups = [
             {"params": list(self.actor.parameters()), "lr": cfg.actor_lr},
             {"params": list(self.critic.parameters()), "lr": cfg.critic_lr},
@@ -118,6 +124,16 @@ class SAC(SoftActorCritic):
         self.fast_path = fast_path_reason(self) is None
         self.fast_workspace = Workspace()
         self.direct_adam_step = True  # fused_adam_step on the fast path (False: step())
+        self._capture = CapturedUpdate(
+            self._update_step,
+            enabled=cfg.capture,
+            device=self.device,
+            name="sac",
+            blocked="compile/cudagraphs are asked too (use one or the other)"
+            if cfg.compile or cfg.cudagraphs
+            else None,
+            before_capture=self._zero_grad,
+        )
 
     # -- learning ----------------------------------------------------------------------------
 
@@ -160,13 +176,37 @@ class SAC(SoftActorCritic):
         return loss, metrics
 
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
-        """One gradient step on all three losses; metrics stay tensors (no device sync)."""
+        """One gradient step on all three losses; metrics stay tensors (no device sync).
+
+        The tensor work is `_update_step`, run eagerly or, with `capture`, replayed as one
+        CUDA graph; the Python counters move here."""
         cfg = self.config
         obs, next_obs = batch.obs.flatten(1), batch.next_obs.flatten(1)
-        actions = self.scaler.to_unit(batch.actions)
-        discount = self._gamma if batch.discount is None else batch.discount
+        metrics = self._capture(
+            None, obs, batch.actions, batch.rewards, next_obs, batch.terminated, batch.discount
+        )
+        self.updates += 1
+        if cfg.target_update_every != 1 and self.updates % cfg.target_update_every == 0:
+            polyak_update(self._target_params, self._params, cfg.tau)
+        return metrics
+
+    def _update_step(
+        self,
+        key: Any,
+        obs: torch.Tensor,
+        env_actions: torch.Tensor,
+        rewards: torch.Tensor,
+        next_obs: torch.Tensor,
+        terminated: torch.Tensor,
+        discount: torch.Tensor | None,
+    ) -> dict[str, torch.Tensor]:
+        """The update's tensor work: losses, gradients, the Adam step and (when it is every
+        step) the Polyak update; nothing that reads back from the device or moves a Python
+        counter, so `CapturedUpdate` can record it."""
+        actions = self.scaler.to_unit(env_actions)
+        discount = self._gamma if discount is None else discount
         noise = torch.randn(2 * obs.shape[0], self.act_dim, device=self.device)
-        args = (obs, actions, batch.rewards, next_obs, batch.terminated, discount, noise)
+        args = (obs, actions, rewards, next_obs, terminated, discount, noise)
         if self.fast_path:
             metrics = fast_losses_and_grads(self, *args)  # sets every .grad
         else:
@@ -176,9 +216,8 @@ class SAC(SoftActorCritic):
             fused_adam_step(self.optimizer)  # the same kernel without step()'s bookkeeping
         else:
             self.optimizer.step()
-        self.updates += 1
-        if self.updates % cfg.target_update_every == 0:
-            polyak_update(self._target_params, self._params, cfg.tau)
+        if self.config.target_update_every == 1:
+            polyak_update(self._target_params, self._params, self.config.tau)
         return metrics
 
     @staticmethod
@@ -202,3 +241,4 @@ class SAC(SoftActorCritic):
         if "optimizer" in state:
             self.optimizer.load_state_dict(state["optimizer"])
         self.updates = int(state.get("updates", 0))
+        self._capture.reset()  # graphs recorded the replaced optimiser state

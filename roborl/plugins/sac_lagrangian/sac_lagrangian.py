@@ -27,7 +27,7 @@ Defaults: SAC's (Adam 3e-4, batch 256, 256x256 ReLU, gamma 0.99, tau 0.005, alph
 
 Built on `roborl.core.actor_critic.SoftActorCritic` (Box check, action scaling, actor, reward
 critics, log_alpha); `SACLagrangianConfig` extends SAC's `SACConfig`, so every SAC default is
-shared; SAC's `compile`/`cudagraphs` and `n_step` > 1 are refused with a ConfigError.
+shared; SAC's `compile`/`cudagraphs`/`capture` and `n_step` > 1 are refused with a ConfigError.
 
 Remaining deviations from OmniSafe's SACLag (the reference implementation) and choices:
 - The multiplier is updated every gradient step from the cost critic's estimate on the batch
@@ -63,8 +63,8 @@ from roborl.core.nn import EnsembleMLP, polyak_update
 
 @dataclass
 class SACLagrangianConfig(SACConfig):
-    """SAC's config (same defaults) plus the constraint. SAC's `compile`, `cudagraphs` and
-    `n_step` > 1 are not available here and are refused."""
+    """SAC's config (same defaults) plus the constraint. SAC's `compile`, `cudagraphs`,
+    `capture` and `n_step` > 1 are not available here and are refused."""
 
     cost_limit: float = field(default=25.0, metadata=rng(0.0, None, "episode cost budget d"))
     cost_gamma: float = field(default=0.99, metadata=rng(0.0, 1.0, "discount of the costs"))
@@ -91,12 +91,12 @@ class SACLagrangian(SoftActorCritic):
         device: str | torch.device = "cpu",
     ) -> None:
         cfg = config
-        unsupported = {"compile": cfg.compile, "cudagraphs": cfg.cudagraphs}
+        unsupported = {"compile": cfg.compile, "cudagraphs": cfg.cudagraphs, "capture": cfg.capture}
         for key, value in unsupported.items():
             if value:
                 raise ConfigError(
-                    f"algo.{key}=true is not available for algo=sac_lagrangian (only algo=sac "
-                    f"compiles its update); set algo.{key}=false."
+                    f"algo.{key}=true is not available for algo=sac_lagrangian (only the SAC "
+                    f"family compiles or captures its update); set algo.{key}=false."
                 )
         if cfg.n_step != 1:
             raise ConfigError(

@@ -42,5 +42,12 @@ class WSRLConfig(SoftActorCriticConfig):
     )
     iql_expectile: float = field(default=0.7, metadata=rng(0.5, 1.0))
     iql_temperature: float = field(default=3.0, metadata=rng(0.0, None))
+    capture: bool = field(
+        default=False,
+        metadata={
+            "help": "record the whole online update as one CUDA graph (CUDA only; capturable Adam); "
+            "elsewhere, or when capture fails, eager with a one-line warning"
+        },
+    )
     max_episode_steps: int = field(default=1000, metadata=rng(1, None))
     pretrained: str | None = None

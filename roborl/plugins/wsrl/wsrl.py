@@ -65,6 +65,11 @@ Remaining deviations from the official code:
   dataset action, so SAC can fine-tune the same network.
 - Online evaluation every `eval_every` env steps; pre-training evaluation every `eval_every`
   gradient steps.
+
+Speed option (no effect on the maths): `capture` (CUDA) records the online update's tensor
+work (`_online_step`: every critic step, the actor and temperature step, the Polyak updates)
+as one CUDA graph with capturable fused Adam (`roborl.core.compile.CapturedUpdate`);
+pre-training stays eager. Elsewhere it runs eagerly with a one-line warning.
 """
 
 from __future__ import annotations
@@ -77,6 +82,7 @@ import gymnasium as gym
 import torch
 
 from roborl.core.actor_critic import SoftActorCritic
+from roborl.core.compile import CapturedUpdate, adam_kwargs
 from roborl.core.errors import CheckpointError, ConfigError
 from roborl.core.interfaces import Batch
 from roborl.core.nn import EnsembleMLP, polyak_update
@@ -133,6 +139,13 @@ class WSRL(WSRLTraining, SoftActorCritic):
         ).to(self.device)  # IQL's V (unused by Cal-QL and SAC)
         self.phase = {"pretrain_updates": 0, "online_steps": 0, "pretrain_done": False}
         self.updates = 0
+        self._capture = CapturedUpdate(
+            self._online_step,
+            enabled=cfg.capture,
+            device=self.device,
+            name="wsrl",
+            before_capture=self._zero_grad,
+        )
         self._make_optimizer()
 
     def _make_optimizer(self) -> None:
@@ -146,7 +159,14 @@ class WSRL(WSRLTraining, SoftActorCritic):
             groups.append({"params": [self.log_alpha], "lr": cfg.alpha_lr})
         # One Adam with per-network learning rates: Adam is per-parameter and skips parameters
         # without a gradient, so a critic-only step leaves the actor's and alpha's state alone.
-        self.optimizer = torch.optim.Adam(groups, foreach=self.device.type == "cpu")
+        if cfg.capture and self.device.type == "cuda":
+            self.optimizer = torch.optim.Adam(groups, **adam_kwargs(self.device, capture=True))
+        else:
+            self.optimizer = torch.optim.Adam(groups, foreach=self.device.type == "cpu")
+        self._capture.reset()  # a new optimiser (the phase switch): record the update again
+
+    def _zero_grad(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
 
     # -- losses ------------------------------------------------------------------------------
 
@@ -215,10 +235,14 @@ class WSRL(WSRLTraining, SoftActorCritic):
         return (q - target).pow(2).mean(), q.detach().mean()
 
     def _step(self, loss: torch.Tensor, target_update: bool = True) -> None:
+        self._apply(loss, target_update)
+        self.updates += 1
+
+    def _apply(self, loss: torch.Tensor, target_update: bool = True) -> None:
+        """One optimiser step on `loss` (+ Polyak); tensor work only (capturable)."""
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
-        self.updates += 1
         if target_update:
             polyak_update(
                 self.critic_target.parameters(), self.critic.parameters(), self.config.tau
@@ -230,17 +254,33 @@ class WSRL(WSRLTraining, SoftActorCritic):
         The batch (`batch_size` transitions) is split into `utd_ratio` minibatches; each gets
         one critic step and a Polyak update. Then one actor and temperature step on the whole
         batch, against the updated critics. With `utd_ratio` 1 all three losses take one step
-        from the same parameters (the official `update`).
+        from the same parameters (the official `update`). The tensor work is `_online_step`
+        (with `capture`, one CUDA graph); the step counter moves here.
         """
-        cfg = self.config
         obs, next_obs = batch.obs.flatten(1), batch.next_obs.flatten(1)
-        actions = self.scaler.to_unit(batch.actions)
-        rewards, terminated = batch.rewards, batch.terminated
+        metrics = self._capture(None, obs, batch.actions, batch.rewards, next_obs, batch.terminated)
+        utd = self.config.utd_ratio
+        self.updates += 1 if utd == 1 else utd + 1
+        return metrics
+
+    def _online_step(
+        self,
+        key: Any,
+        obs: torch.Tensor,
+        env_actions: torch.Tensor,
+        rewards: torch.Tensor,
+        next_obs: torch.Tensor,
+        terminated: torch.Tensor,
+    ) -> dict[str, torch.Tensor]:
+        """`update`'s tensor work: contiguous minibatch slices (static shapes), every optimiser
+        step and Polyak update, metrics as tensors."""
+        cfg = self.config
+        actions = self.scaler.to_unit(env_actions)
         if cfg.utd_ratio == 1:
             critic_loss, q_mean = self._critic_loss(obs, actions, rewards, next_obs, terminated)
             actor_loss, alpha_loss, logp = self._actor_losses(obs)
             alpha = self.log_alpha.exp().detach()
-            self._step(critic_loss + actor_loss + alpha_loss)
+            self._apply(critic_loss + actor_loss + alpha_loss)
         else:
             m = obs.shape[0] // cfg.utd_ratio  # contiguous minibatches, as the official reshape
             losses, qs = [], []
@@ -248,13 +288,13 @@ class WSRL(WSRLTraining, SoftActorCritic):
                 c_loss, q_m = self._critic_loss(
                     obs[idx], actions[idx], rewards[idx], next_obs[idx], terminated[idx]
                 )
-                self._step(c_loss)
+                self._apply(c_loss)
                 losses.append(c_loss.detach())
                 qs.append(q_m)
             critic_loss, q_mean = torch.stack(losses).mean(), torch.stack(qs).mean()
             actor_loss, alpha_loss, logp = self._actor_losses(obs)
             alpha = self.log_alpha.exp().detach()
-            self._step(actor_loss + alpha_loss, target_update=False)
+            self._apply(actor_loss + alpha_loss, target_update=False)
         return {
             "critic_loss": critic_loss.detach(),
             "actor_loss": actor_loss.detach(),
@@ -361,4 +401,5 @@ class WSRL(WSRLTraining, SoftActorCritic):
             return
         self.optimizer.load_state_dict(state["optimizer"])
         self.updates = int(state.get("updates", 0))
+        self._capture.reset()  # graphs recorded the replaced optimiser state
         self.phase = dict(state.get("phase", self.phase))
