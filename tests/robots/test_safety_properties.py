@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from roborl.core.errors import ConfigError
 from roborl.robots.env.safety import SafetyConfig, SafetyLayer
 
 finite = st.floats(-5.0, 5.0, allow_nan=False)
@@ -31,6 +32,8 @@ def configs(draw):
     high = [lo + draw(st.floats(0.1, 3.0)) for lo in low]
     max_delta = draw(st.one_of(st.none(), st.floats(0.01, 1.0)))
     hold = draw(st.sampled_from(["zero", "position"]))
+    if hold == "zero":  # a velocity/effort range holds 0 (SafetyConfig refuses one that does not)
+        high = [max(hi, draw(st.floats(0.0, 3.0))) for hi in high]
     start = [draw(finite) for _ in range(n)]  # may stand outside the limits
     return SafetyConfig(low=low, high=high, max_delta=max_delta, hold=hold), start
 
@@ -140,3 +143,12 @@ def check_sequence(config: SafetyConfig, start: list[float], sequence: list[tupl
                 expected = previous if previous is not None else np.asarray(start)
                 assert np.array_equal(command, expected), (command, expected)
             reference = command.copy()
+
+
+@pytest.mark.parametrize(("low", "high"), [([0.2], [1.0]), ([-1.0, -2.0], [1.0, -0.5])])
+def test_a_velocity_range_without_zero_is_refused(low: list[float], high: list[float]) -> None:
+    """A zero hold outside the limits used to be clipped into them: a "stop" that kept a
+    velocity or effort interface moving at the nearest limit."""
+    with pytest.raises(ConfigError, match=r"exclude zero for joint \d.*must contain 0"):
+        SafetyConfig(low=low, high=high, hold="zero")
+    SafetyConfig(low=low, high=high, hold="position")  # positions need not include zero

@@ -62,6 +62,15 @@ class SafetyConfig:
             self.hold = "position"
         if self.hold not in HOLDS:
             raise ConfigError(f"safety.hold={self.hold!r}: accepted are {', '.join(HOLDS)}.")
+        moving = [i for i, (lo, hi) in enumerate(zip(self.low, self.high)) if not lo <= 0 <= hi]
+        if self.hold == "zero" and moving:
+            i = moving[0]
+            raise ConfigError(
+                f"safety limits low={self.low} high={self.high} exclude zero for joint {i} "
+                f"([{self.low[i]}, {self.high[i]}]) on a velocity/effort interface, whose stop "
+                "sends zero: the limits would keep the robot moving while allowed to command. "
+                "A velocity or effort range must contain 0."
+            )
 
 
 @dataclass
@@ -119,7 +128,7 @@ class SafetyLayer(SafetyOutput):
         interfaces; on position interfaces where the arm stands (measured), else the last
         command sent, else where it stood at connect."""
         if self.config.hold == "zero":
-            return np.clip(np.zeros_like(self.low), self.low, self.high)
+            return np.zeros_like(self.low)  # inside the limits: SafetyConfig checks they hold 0
         measured = self.measured_position()
         if measured is not None:
             return measured

@@ -129,14 +129,16 @@ def actor_main(argv: list[str]) -> int:
         emit_event(event="actor_error", error=str(exc))
         raise
     finally:
-        actor._poll_weights()  # weights a learner pushed just before it stopped us
-        actor._report({})  # the final totals and weights version, in the log too
-        emit_event(event="actor_stop", **actor.totals)
-        actor.close()
-        driver = getattr(actor.env.unwrapped, "driver", None)
-        # After the final hold: how many commands went out, so a robot can check it got all.
-        emit_event(event="actor_closed", commands_sent=getattr(driver, "sent", None))
-        sys.stdout.flush()
+        try:
+            actor._poll_weights()  # weights a learner pushed just before it stopped us
+            actor._report({})  # the final totals and weights version, in the log too
+            emit_event(event="actor_stop", **actor.totals)
+        finally:  # the final hold, even when those weights do not fit (RobotError)
+            actor.close()
+            driver = getattr(actor.env.unwrapped, "driver", None)
+            # After the final hold: how many commands went out, so a robot can check it got all.
+            emit_event(event="actor_closed", commands_sent=getattr(driver, "sent", None))
+            sys.stdout.flush()
     return 0
 
 
