@@ -374,10 +374,13 @@ def main() -> None:
         a.render.with_suffix(".md").write_text(markdown(json.loads(a.render.read_text())))
         return
     if a.smoke:
-        a.steps, a.seeds, a.demos, a.classifier_episodes, a.classifier_steps = 300, 1, 4, 8, 20
-        a.random_episodes, a.threshold = 4, 0.5
-        a.learning_starts, a.eval_every, a.eval_episodes, a.px, a.batch = 100, 300, 2, 32, 32
-        a.probe_steps = 200
+        # Two 50-step episodes per run, one of them learning: every stage runs, in the fewest
+        # steps that still leave a run with updates, an evaluation and fired frames (each
+        # stage is a `roborl` process: about 5 s of start-up and 40 ms per FetchPush step).
+        a.steps, a.seeds, a.demos, a.classifier_episodes, a.classifier_steps = 100, 1, 4, 3, 20
+        a.random_episodes, a.threshold = 2, 0.5
+        a.learning_starts, a.eval_every, a.eval_episodes, a.px, a.batch = 50, 100, 2, 32, 32
+        a.probe_steps = 100
     work = a.work or Path(os.environ.get("TMPDIR", "/tmp")) / f"roborl_{a.name}"
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.time()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -37,13 +38,78 @@ def _isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 # engine): all their tests go to one pytest-xdist worker.
 _ONE_WORKER_DIRS = ("llm",)
 
+# Seconds each group took in a recorded run (`pytest --record-durations`): the longest groups
+# start first, so the last minutes of `make test` do not run one long module on one worker
+# while the other idles. A group missing from the file counts as _UNKNOWN_GROUP_S.
+DURATIONS_FILE = ROOT / "tests" / "durations.json"
+_UNKNOWN_GROUP_S = 10.0
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--record-durations", action="store_true",
+        help=f"write each xdist group's seconds (setup + call + teardown) to {DURATIONS_FILE}",
+    )  # fmt: skip
+
+
+def _group_of(item: pytest.Item) -> str:
+    rel = Path(str(item.path)).resolve().relative_to(ROOT / "tests")
+    return rel.parts[0] if rel.parts[0] in _ONE_WORKER_DIRS else rel.as_posix()
+
+
+def _recorded_durations() -> dict[str, float]:
+    try:
+        return {str(k): float(v) for k, v in json.loads(DURATIONS_FILE.read_text()).items()}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under `pytest -n 2 --dist loadgroup` (`make test`), keep each module on one worker (its
-    module-scoped fixtures are built once) and each `_ONE_WORKER_DIRS` directory together."""
+    """Under `pytest -n 2 --dist loadgroup --no-loadscope-reorder` (`make test`), keep each
+    module on one worker (its module-scoped fixtures are built once) and each `_ONE_WORKER_DIRS`
+    directory together, and hand out the groups longest first (the recorded durations)."""
     for item in items:
-        if item.get_closest_marker("xdist_group"):
-            continue
-        rel = Path(str(item.path)).resolve().relative_to(ROOT / "tests")
-        group = rel.parts[0] if rel.parts[0] in _ONE_WORKER_DIRS else rel.as_posix()
-        item.add_marker(pytest.mark.xdist_group(group))
+        if not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(_group_of(item)))
+    seconds = _recorded_durations()
+
+    def group(item: pytest.Item) -> str:
+        mark = item.get_closest_marker("xdist_group")
+        return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+
+    order = {id(item): i for i, item in enumerate(items)}
+    items.sort(key=lambda it: (-seconds.get(group(it), _UNKNOWN_GROUP_S), order[id(it)]))
+
+
+class _DurationRecorder:
+    """Sums each test's phases into its group; the controller (not a worker) writes the file.
+    Groups that did not run this time keep their recorded seconds."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        group = _group_of_nodeid(report.nodeid)
+        self.seconds[group] = self.seconds.get(group, 0.0) + report.duration
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if hasattr(session.config, "workerinput") or not self.seconds:
+            return
+        merged = {**_recorded_durations(), **self.seconds}
+        ranked = sorted(((k, round(v, 1)) for k, v in merged.items()), key=lambda kv: -kv[1])
+        DURATIONS_FILE.write_text(json.dumps(dict(ranked), indent=1) + "\n")
+
+
+def _group_of_nodeid(nodeid: str) -> str:
+    """The group xdist scheduled the test in (`...::test_y@group`), or without xdist
+    `tests/core/test_x.py::test_y` -> `core/test_x.py` (or its `_ONE_WORKER_DIRS` dir)."""
+    if "@" in nodeid.rsplit("::", 1)[-1]:
+        return nodeid.rsplit("@", 1)[1]
+    parts = Path(nodeid.split("::", 1)[0]).parts
+    parts = parts[1:] if parts[:1] == ("tests",) else parts
+    return parts[0] if parts[:1] and parts[0] in _ONE_WORKER_DIRS else "/".join(parts)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--record-durations"):
+        config.pluginmanager.register(_DurationRecorder(), "roborl-duration-recorder")

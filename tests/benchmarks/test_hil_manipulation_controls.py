@@ -22,7 +22,7 @@ def train(run_dir: Path, seed: int, *overrides: str) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "roborl.core.cli", "train", "algo=drq", "algo.batch_size=16",
          "algo.conv_channels=8", "env=tabletop_reach_pixels_state", "env.kwargs.image_size=32",
-         "total_steps=300", "learning_starts=100", "eval_every=150", "eval_episodes=2",
+         "total_steps=200", "learning_starts=50", "eval_every=100", "eval_episodes=2",
          "progress=false", "log_every=100", f"seed={seed}", f"hydra.run.dir={run_dir}",
          *overrides],
         env=env, capture_output=True, text=True, timeout=600,
@@ -30,14 +30,23 @@ def train(run_dir: Path, seed: int, *overrides: str) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
-def test_controls_are_read_from_the_runs_own_files(tmp_path: Path) -> None:
-    runs = [tmp_path / "a", tmp_path / "b"]
+@pytest.fixture(scope="module")
+def dense_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Three short seeds of one control, trained once for the module (dense reward: the
+    reward-scoring check needs a run without 0/1 success labels; the rest reads any run)."""
+    root = tmp_path_factory.mktemp("controls")
+    runs = [root / f"s{seed}" for seed in range(3)]
     for seed, run in enumerate(runs):
-        train(run, seed)
+        train(run, seed, "env.kwargs.reward_type=dense")
+    return runs
+
+
+def test_controls_are_read_from_the_runs_own_files(dense_runs: list[Path]) -> None:
+    runs = dense_runs[:2]
     result = controls.summarise({"reach": runs})["reach"]
     for seed, run in enumerate(result["runs"]):
-        assert "total_steps=300" in run["overrides"] and f"seed={seed}" in run["overrides"]
-        assert run["steps_reached"] == 300 and run["status"] == "finished"
+        assert "total_steps=200" in run["overrides"] and f"seed={seed}" in run["overrides"]
+        assert run["steps_reached"] == 200 and run["status"] == "finished"
         rows = [json.loads(x) for x in (runs[seed] / "metrics.jsonl").read_text().splitlines()]
         logged = [(r["step"], r["eval/success_rate"]) for r in rows if "eval/success_rate" in r]
         assert run["success"] == logged and len(logged) == 2
@@ -56,10 +65,12 @@ def test_controls_are_read_from_the_runs_own_files(tmp_path: Path) -> None:
     }
     group = {**result, "runs": [{**result["runs"][0], "reward_fired": fired}]}
     table = controls.markdown({"command": "t", "groups": {"reach": group}})
-    assert "| reach | a | 300 | 0.30 | 0.40 0.10 |" in table
+    assert "| reach | s0 | 300 | 0.30 | 0.40 0.10 |" in table
 
 
-def test_action_gap_of_a_critic_on_its_own_policys_actions_is_zero(tmp_path: Path) -> None:
+def test_action_gap_of_a_critic_on_its_own_policys_actions_is_zero(
+    tmp_path: Path, dense_runs: list[Path]
+) -> None:
     """Demos whose actions are the policy's own (in env units): the probe must find Q(expert)
     equal to Q(policy) and the two actions parallel, else it mixes up units or rows."""
     import numpy as np
@@ -67,9 +78,7 @@ def test_action_gap_of_a_critic_on_its_own_policys_actions_is_zero(tmp_path: Pat
     from roborl.core.algorithms import algorithm_from_checkpoint
     from roborl.core.cli.common import load_host
 
-    run = tmp_path / "run"
-    train(run, 0)
-    checkpoint = run / "checkpoints" / "last.pt"
+    checkpoint = dense_runs[0] / "checkpoints" / "last.pt"
     algo, _ = algorithm_from_checkpoint(load_host(), checkpoint, "cpu")
     rng = np.random.default_rng(0)
     obs = {
@@ -131,15 +140,15 @@ def test_block_locator_scores_the_runs_encoder_against_the_same_one_redrawn(tmp_
     assert np.isnan(never["all"]["precision"]) and never["person"]["frames"] == 0
 
 
-def test_seeds_of_a_control_get_an_iqm_and_a_dense_reward_is_not_scored(tmp_path: Path) -> None:
+def test_seeds_of_a_control_get_an_iqm_and_a_dense_reward_is_not_scored(
+    tmp_path: Path, dense_runs: list[Path]
+) -> None:
     """Three finished seeds: the IQM of three values is their mean (rliable trims none), inside
     its CI; a run trained on a dense reward has no success labels to score a classifier by; a
     seed read back from an earlier summary (`--earlier`) counts as its directory did."""
     import numpy as np
 
-    runs = [tmp_path / f"s{seed}" for seed in range(3)]
-    for seed, run in enumerate(runs):
-        train(run, seed, "env.kwargs.reward_type=dense")
+    runs = dense_runs
     group = controls.summarise({"reach": runs})["reach"]
     iqm = group["iqm_final"]
     assert iqm["point"] == pytest.approx(np.mean(group["finished_finals"]))
