@@ -277,14 +277,15 @@ def test_pretrained_spellings_and_misuse(host: PluginHost, tmp_path: Path) -> No
 
 def test_fine_tuning_improves_on_the_pretrained_policy(tmp_path: Path) -> None:
     """Cal-QL pre-training on eps-random controller data (2000 updates of 64 rows), a 500-step
-    frozen warm-up, then 2500 online steps at UTD 4: the policy climbs far above where
+    frozen warm-up, then 3000 online steps at UTD 4: the policy climbs far above where
     pre-training left it, with no collapse after the switch.
 
-    Measured at this budget (3 eval episodes), seeds 0/1/2: 81.7/71.0/45.0 at the switch, lowest
-    online evaluation 57.3/110.3/84.7, 786.3/1000.0/1000.0 after 2500 online steps: when it
-    takes off varies with the seed and with float rounding between machines (with 256-row
-    pre-training, 2.5x the time, one machine saw 1000.0 after 1000 online steps, another only
-    after 2500), so the run is 2500 online steps long and the bound is on the best evaluation.
+    Measured (3 eval episodes), seeds 0/1/2: 81.7/71.0/45.0 at the switch, lowest online
+    evaluation 57.3/110.3/84.7, 786.3/1000.0/1000.0 after 2500 online steps (103.7/110.3/238.3
+    after 2000), seed 0 1000.0 after 3000. When it takes off varies with the seed and with
+    float rounding between machines (with 256-row pre-training, 2.5x the time, one machine saw
+    1000.0 after 1000 online steps, another only after 2500), so the run goes 500 steps past
+    the latest take-off seen and the bound is on the best evaluation.
     Negative control, gamma=0 (no bootstrapping in either phase), 1000 online steps: 71.3 at
     the switch, then 34.7 and 33.0. The bounds: some evaluation above 500 and 4x the switch
     value; none after the switch below half of it (a collapse, not the noise of 3 episodes).
@@ -301,7 +302,7 @@ def test_fine_tuning_improves_on_the_pretrained_policy(tmp_path: Path) -> None:
         "algo": {"name": "wsrl", "hidden_sizes": [64, 64], "pretrain_steps": 2000,
                  "warmup_steps": 500, "batch_size": 256, "pretrain_batch_size": 64,
                  "utd_ratio": 4, "cql_n_actions": 4},
-        "env": {"id": ENV}, "seed": 0, "total_steps": 3000, "eval_every": 500,
+        "env": {"id": ENV}, "seed": 0, "total_steps": 3500, "eval_every": 500,
         "eval_episodes": 3, "checkpoint_every": 100_000, "log_every": 500, "progress": False,
         "dataset": str(data),
     }  # fmt: skip
@@ -310,5 +311,5 @@ def test_fine_tuning_improves_on_the_pretrained_policy(tmp_path: Path) -> None:
     at_switch = next(m["eval/return_mean"] for m in evals if m["step"] == 500)
     online = [m["eval/return_mean"] for m in evals if m["step"] > 500]
     print(f"WSRL eval returns: switch {at_switch:.1f}, online {online}")
-    assert summary["steps"] == 3000 and max(online) > 500 and max(online) > 4 * at_switch
+    assert summary["steps"] == 3500 and max(online) > 500 and max(online) > 4 * at_switch
     assert min(online) >= 0.5 * at_switch  # no collapse after the switch
