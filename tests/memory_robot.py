@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+from hypothesis import strategies as st
 
 from roborl.robots.env.intervention import InterventionConfig
 from roborl.robots.transport.protocol import Transport
@@ -100,3 +101,37 @@ def expected_command(
         if np.any(command < low) or np.any(command > high):
             return hold, True
     return command, False
+
+
+@st.composite
+def robot_configs(
+    draw: Any, max_episode_steps: Any, intervention: Any
+) -> tuple[dict[str, Any], list[float]]:
+    """A ros2 robot config for 1-2 joints on any command interface (with and without
+    `max_delta`; a velocity/effort range holds 0, as the config requires) and where the arm
+    stands, possibly outside the limits. `max_episode_steps` and `intervention(n)` are
+    strategies; no watchdog can fire, so the tests' models are exact and timing decides
+    nothing."""
+    n = draw(st.integers(1, 2))
+    joints = ["a", "b"][:n]
+    low = [draw(st.floats(-2.0, 0.5)) for _ in range(n)]
+    high = [lo + draw(st.floats(0.1, 2.0)) for lo in low]
+    interface_name = draw(st.sampled_from(["velocity", "effort", "position"]))
+    if interface_name != "position":
+        low, high = [min(lo, 0.0) for lo in low], [max(hi, 0.0) for hi in high]
+    arm = [draw(st.floats(lo - 0.5, hi + 0.5)) for lo, hi in zip(low, high)]
+    cfg = {
+        "name": "ros2", "transport": "dds", "joints": joints,
+        "command": {"controller": "ctl", "joints": joints, "interface_name": interface_name},
+        "safety": {
+            "low": low, "high": high,
+            "max_delta": draw(st.one_of(st.none(), st.floats(0.01, 1.0))),
+            "max_state_age_s": 1e6, "max_policy_time_s": 1e6,
+        },
+        "rate_hz": 1000.0,
+        "max_episode_steps": draw(max_episode_steps),
+        "connect_timeout_s": 30.0,
+        "reset": {"mode": "wait", "wait_s": 0.0},
+        "intervention": draw(intervention(n)),
+    }  # fmt: skip
+    return cfg, arm

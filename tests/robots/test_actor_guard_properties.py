@@ -33,7 +33,7 @@ import torch
 import zmq
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from memory_robot import MemoryTransport, expected_command, person
+from memory_robot import MemoryTransport, expected_command, person, robot_configs
 
 from roborl.core.errors import RobotError
 from roborl.robots.env.driver import Ros2Driver
@@ -98,33 +98,11 @@ def learner_messages():
 
 @st.composite
 def setups(draw) -> dict[str, Any]:
-    n = draw(st.integers(1, 2))
-    joints = ["a", "b"][:n]
-    low = [draw(st.floats(-2.0, 0.5)) for _ in range(n)]
-    high = [lo + draw(st.floats(0.1, 2.0)) for lo in low]
-    interface_name = draw(st.sampled_from(["velocity", "effort", "position"]))
-    if interface_name != "position":  # a velocity/effort range holds 0 (the config's check)
-        low, high = [min(lo, 0.0) for lo in low], [max(hi, 0.0) for hi in high]
-    arm = [draw(st.floats(lo - 0.5, hi + 0.5)) for lo, hi in zip(low, high)]
-    robot = {
-        "name": "ros2", "transport": "dds", "joints": joints,
-        "command": {
-            "controller": "ctl", "joints": joints,
-            "interface_name": interface_name,
-        },
-        "safety": {
-            "low": low, "high": high,
-            "max_delta": draw(st.one_of(st.none(), st.floats(0.01, 1.0))),
-            # no watchdog may fire: the model is exact, and timing must not decide a test
-            "max_state_age_s": 1e6, "max_policy_time_s": 1e6,
-        },
-        "rate_hz": 1000.0,
-        "max_episode_steps": draw(st.integers(2, 6)),
-        "connect_timeout_s": 30.0,
-        "reset": {"mode": "wait", "wait_s": 0.0},
-        "intervention": {"topic": "/joy", "type": "joy", "axes": list(range(n)), "button": 0,
-                         "timeout_s": 1e6},
-    }  # fmt: skip
+    joy_block = {"topic": "/joy", "type": "joy", "button": 0, "timeout_s": 1e6}
+    robot, arm = draw(
+        robot_configs(st.integers(2, 6), lambda n: st.just({**joy_block, "axes": list(range(n))}))
+    )
+    n = len(robot["joints"])
     policy = st.one_of(
         st.none(),
         st.none(),  # the real policy, with whatever weights it holds

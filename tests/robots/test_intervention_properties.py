@@ -35,7 +35,7 @@ import gymnasium as gym
 import numpy as np
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
-from memory_robot import MemoryTransport, expected_command, person
+from memory_robot import MemoryTransport, expected_command, person, robot_configs
 
 from roborl.core.envs import SharedEnv
 from roborl.core.errors import RobotError
@@ -243,35 +243,12 @@ def check_teleop_sequence(
 def robot_setups(draw, timeout_s: float = 1e6) -> dict[str, Any]:
     """A robot config with an intervention block (any interface, with and without
     `max_delta`, an arm that may stand outside the limits) and the arm's position."""
-    n = draw(st.integers(1, 2))
-    joints = ["a", "b"][:n]
-    low = [draw(st.floats(-2.0, 0.5)) for _ in range(n)]
-    high = [lo + draw(st.floats(0.1, 2.0)) for lo in low]
-    interface_name = draw(st.sampled_from(["velocity", "effort", "position"]))
-    if interface_name != "position":  # a velocity/effort range holds 0 (the config's check)
-        low, high = [min(lo, 0.0) for lo in low], [max(hi, 0.0) for hi in high]
-    arm = [draw(st.floats(lo - 0.5, hi + 0.5)) for lo, hi in zip(low, high)]
-    cfg = {
-        "name": "ros2",
-        "transport": "dds",
-        "joints": joints,
-        "command": {
-            "controller": "ctl",
-            "joints": joints,
-            "interface_name": interface_name,
-        },
-        "safety": {
-            "low": low, "high": high,
-            "max_delta": draw(st.one_of(st.none(), st.floats(0.01, 1.0))),
-            # no watchdog may fire: the model is exact, and timing must not decide a test
-            "max_state_age_s": 1e6, "max_policy_time_s": 1e6,
-        },
-        "rate_hz": 1000.0,
-        "max_episode_steps": 1000,
-        "connect_timeout_s": 30.0,
-        "reset": {"mode": "wait", "wait_s": 0.0},
-        "intervention": {**draw(teleop_raw(n, timeout_s)), "topic": "/teleop"},
-    }  # fmt: skip
+    cfg, arm = draw(
+        robot_configs(
+            st.just(1000),
+            lambda n: teleop_raw(n, timeout_s).map(lambda t: {**t, "topic": "/teleop"}),
+        )
+    )
     return {"cfg": cfg, "arm": arm}
 
 
