@@ -66,8 +66,7 @@ class CompiledCall:
         warnings.warn(f"roborl: {self.name}: {msg}", RuntimeWarning, stacklevel=3)
 
     def _fall_back(self, exc: BaseException) -> None:
-        first = (str(exc).strip().splitlines() or [""])[0][:200]
-        self.fallback_reason = f"{type(exc).__name__}: {first}"
+        self.fallback_reason = _one_line(exc)
         self._warn(f"torch.compile failed ({self.fallback_reason}); running eagerly")
         self.compiled = None
         self.checked = True
