@@ -52,9 +52,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )  # fmt: skip
 
 
+def _module_group(parts: tuple[str, ...]) -> str:
+    """A test file's group from its path under tests/: the file, or its `_ONE_WORKER_DIRS`
+    directory."""
+    return parts[0] if parts[:1] and parts[0] in _ONE_WORKER_DIRS else "/".join(parts)
+
+
 def _group_of(item: pytest.Item) -> str:
-    rel = Path(str(item.path)).resolve().relative_to(ROOT / "tests")
-    return rel.parts[0] if rel.parts[0] in _ONE_WORKER_DIRS else rel.as_posix()
+    return _module_group(Path(str(item.path)).resolve().relative_to(ROOT / "tests").parts)
 
 
 def _recorded_durations() -> dict[str, float]:
@@ -106,8 +111,7 @@ def _group_of_nodeid(nodeid: str) -> str:
     if "@" in nodeid.rsplit("::", 1)[-1]:
         return nodeid.rsplit("@", 1)[1]
     parts = Path(nodeid.split("::", 1)[0]).parts
-    parts = parts[1:] if parts[:1] == ("tests",) else parts
-    return parts[0] if parts[:1] and parts[0] in _ONE_WORKER_DIRS else "/".join(parts)
+    return _module_group(parts[1:] if parts[:1] == ("tests",) else parts)
 
 
 def pytest_configure(config: pytest.Config) -> None:
