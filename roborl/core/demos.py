@@ -65,9 +65,11 @@ def load_demo_buffer(
         raise DatasetError(f"demos={path}: {exc}") from None
     if len(ds) == 0:
         raise DatasetError(f"demos={path} holds no transitions.")
+    # The env's space, not the dataset's shape: the space check accepts a same-size flat shape
+    # ((3, 1) rows for a (3,) Box), and the demo rows must mix with the online buffer's.
     buf = ReplayBuffer(
         len(ds) + int(room),
-        observation_space if isinstance(observation_space, gym.spaces.Dict) else ds.obs_shape,
+        observation_space,
         action_space.shape,
         device=ctx.run.buffer_device or ctx.device,
         with_costs=True,

@@ -219,6 +219,7 @@ def test_demos_load_into_a_buffer_of_exactly_their_size_with_their_interventions
     [
         ({"robot": {"name": "arm7"}, "env": {"id": "Other-v0"}}, "arm7"),
         ({"robot": {}, "env": {"id": "Other-v0"}}, "Other-v0"),
+        ({"robot": None, "env": {"id": "Other-v0"}}, "Other-v0"),  # `robot: null` in a config
         ({"env": {"id": "Other-v0"}}, "Other-v0"),
         ({"env": {}}, "env"),
         ({}, "env"),
