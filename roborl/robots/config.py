@@ -25,7 +25,10 @@ from roborl.core.config import build_config, rng
 from roborl.core.errors import ConfigError
 
 FIELDS = ("position", "velocity", "effort")
-INTERFACES = ("forward", "trajectory", "twist")
+INTERFACES = ("forward", "trajectory", "twist", "twist_stamped")
+#: Interfaces that command a base's velocity (geometry_msgs/Twist or TwistStamped on cmd_vel):
+#: no joints are commanded, and a stop sends zero.
+TWIST_INTERFACES = ("twist", "twist_stamped")
 #: ros2_control command interfaces a forward_command_controller drives (its `interface_name`).
 COMMAND_INTERFACES = ("position", "velocity", "effort")
 TERMINATE_KEYS = ("joint", "abs_above")
@@ -34,11 +37,16 @@ RESET_MODES = ("wait", "topic", "operator", "home", "service")
 
 @dataclass
 class CommandConfig:
-    """Where commands go: a ros2_control controller (forward or trajectory) or a base (twist)."""
+    """Where commands go: a ros2_control controller (forward or trajectory) or a base (twist:
+    geometry_msgs/Twist; twist_stamped: geometry_msgs/TwistStamped, which diff_drive_controller
+    (its only input from Jazzy on), Nav2 and MoveIt Servo expect)."""
 
     interface: str = field(
         default="forward",
-        metadata={"choices": list(INTERFACES), "help": "forward | trajectory | twist"},
+        metadata={
+            "choices": list(INTERFACES),
+            "help": "forward | trajectory | twist | twist_stamped",
+        },
     )
     controller: str = field(
         default="forward_command_controller", metadata={"help": "ros2_control controller"}
@@ -60,6 +68,29 @@ class CommandConfig:
     time_from_start_s: float | None = field(
         default=None, metadata=rng(0.0, None, "JointTrajectory point time (null: one period)")
     )
+    frame_id: str = field(
+        default="base_link",
+        metadata={
+            "help": "interface=twist_stamped only: the TwistStamped header.frame_id (the frame "
+            "the velocity is expressed in; a tf2 frame name, no leading '/')"
+        },
+    )
+
+    def __post_init__(self) -> None:
+        # Also a ROS parameter (`-p command.frame_id:=...`), so checked on every build.
+        frame = self.frame_id
+        if (
+            not isinstance(frame, str)
+            or not frame
+            or frame.startswith("/")
+            or any(c.isspace() for c in frame)
+        ):
+            raise ConfigError(
+                f"robot.command.frame_id={frame!r} must be a non-empty frame name (the "
+                "TwistStamped header.frame_id, the frame the velocity is expressed in), e.g. "
+                "base_link: no whitespace and no leading '/' (tf2 refuses frame ids that "
+                "start with '/')."
+            )
 
 
 @dataclass
@@ -231,7 +262,7 @@ class RobotConfig:
             )
         commanded = self.commanded_joints
         _unique(commanded, "robot.command.joints")
-        if self.command.interface != "twist":
+        if self.command.interface not in TWIST_INTERFACES:
             unknown = [j for j in commanded if j not in self.joints]
             if unknown:
                 raise ConfigError(
@@ -285,7 +316,7 @@ def hold_for(cfg: Mapping[str, Any]) -> str:
     interface, name = command["interface"], command.get("interface_name")
     if interface == "trajectory":
         kind, why = "position", "JointTrajectory carries positions"
-    elif interface == "twist":
+    elif interface in TWIST_INTERFACES:
         kind, why = "zero", "a Twist is a velocity"
     elif name is None:
         raise ConfigError(

@@ -102,6 +102,22 @@ def test_cdr_bytes_identical_to_rosbags() -> None:
             ),
             msgs.Twist(linear=msgs.Vector3(0.5, 0, 0), angular=msgs.Vector3(0, 0, -1.25)),
         ),
+        (
+            "geometry_msgs/msg/TwistStamped",
+            _rb(
+                "geometry_msgs/msg/TwistStamped",
+                header=header,
+                twist=_rb(
+                    "geometry_msgs/msg/Twist",
+                    linear=_rb("geometry_msgs/msg/Vector3", x=0.5, y=0.0, z=0.0),
+                    angular=_rb("geometry_msgs/msg/Vector3", x=0.0, y=0.0, z=-1.25),
+                ),
+            ),
+            msgs.TwistStamped(
+                header=msgs.Header(msgs.Time(12, 345), "base_link"),
+                twist=msgs.Twist(linear=msgs.Vector3(0.5, 0, 0), angular=msgs.Vector3(0, 0, -1.25)),
+            ),
+        ),
         ("std_msgs/msg/Bool", _rb("std_msgs/msg/Bool", data=True), msgs.Bool(True)),
     ]
     for name, theirs, ours in cases:

@@ -247,6 +247,34 @@ def test_bad_intervention_config_names_the_key(raw: dict, match: str) -> None:
         InterventionConfig.parse(raw, 2)
 
 
+def test_twist_stamped_teleop_reads_the_twist_inside() -> None:
+    """teleop_twist_keyboard (stamped:=true) and teleop_twist_joy send TwistStamped: read like
+    a Twist from its `twist` field, header unused; scripted-human writes it back the same."""
+    from roborl.robots.env.intervention import Teleop
+    from roborl.robots.nodes.scripted_human import TeleopWriter
+
+    config = InterventionConfig.parse(
+        {"type": "twist_stamped", "axes": ["linear.x", "angular.z"], "scale": [2.0, -1.0]}, 2
+    )
+    teleop = Teleop(config)
+    assert teleop.msg_type is msgs.TwistStamped and config.topic == "/teleop/cmd_vel"
+    header = msgs.Header(stamp=msgs.Time(5, 0), frame_id="odom")
+    still = msgs.TwistStamped(header=header, twist=msgs.Twist(linear=msgs.Vector3(x=0.01)))
+    assert teleop.decode(still)[1] is False  # inside the deadzone
+    moving = msgs.TwistStamped(
+        header=header,
+        twist=msgs.Twist(linear=msgs.Vector3(x=0.1), angular=msgs.Vector3(z=0.3)),
+    )
+    command, intervening = teleop.decode(moving)
+    assert intervening and np.allclose(command, [0.2, -0.3])
+    written = TeleopWriter(config).message(np.array([0.2, -0.3]), True, now=12.5)
+    assert isinstance(written, msgs.TwistStamped)
+    assert written.header.stamp == msgs.Time(12, 500_000_000)
+    assert np.allclose(teleop.decode(written)[0], [0.2, -0.3])
+    with pytest.raises(ConfigError, match="Twist has no buttons"):
+        InterventionConfig.parse({"type": "twist_stamped", "button": 0}, 2)
+
+
 def test_deploy_forwards_a_takeover_through_its_safety_layer(
     ros_env, nodes, balance_checkpoint
 ) -> None:

@@ -219,6 +219,11 @@ def test_forward_needs_its_interface_name_and_each_interface_has_its_hold() -> N
     assert hold_for(robot_config_dict(robot(interface_name="velocity"))) == "zero"
     assert hold_for(robot_config_dict(robot(interface_name="effort"))) == "zero"
     assert hold_for(robot_config_dict(robot(interface="twist"))) == "zero"
+    assert hold_for(robot_config_dict(robot(interface="twist_stamped"))) == "zero"
+    cfg = robot(interface="twist_stamped")
+    cfg["safety"] = {"hold": "position"}  # repeating a velocity keeps the base moving
+    with pytest.raises(ConfigError, match="keeps it moving"):
+        robot_config_dict(cfg)
     cfg = robot(interface_name="velocity")
     cfg["safety"] = {"hold": "position"}
     with pytest.raises(ConfigError, match="keeps it moving"):

@@ -25,11 +25,13 @@ from roborl.robots.transport import msgs
 from roborl.robots.transport.dds import DDSTransport
 
 # A plain ROS 2 node: `talk` publishes JointState at 50 Hz; `listen` prints each received
-# JointState / Float64MultiArray as a JSON line and exits once it has three of each.
+# JointState / Float64MultiArray / TwistStamped as a JSON line and exits once it has three of
+# each.
 PEER = textwrap.dedent(
     """
     import json, sys, time
     import rclpy
+    from geometry_msgs.msg import TwistStamped
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
@@ -53,7 +55,7 @@ PEER = textwrap.dedent(
             rclpy.spin_once(node, timeout_sec=0.02)
         print(json.dumps({"sent": k, "subscriptions": pub.get_subscription_count()}), flush=True)
     else:
-        got = {"joint_state": 0, "commands": 0}
+        got = {"joint_state": 0, "commands": 0, "twist_stamped": 0}
         def on_js(m):
             got["joint_state"] += 1
             print(json.dumps({"topic": "joint_state", "sec": m.header.stamp.sec,
@@ -65,8 +67,16 @@ PEER = textwrap.dedent(
             print(json.dumps({"topic": "commands",
                 "dim": [[d.label, d.size, d.stride] for d in m.layout.dim],
                 "data_offset": m.layout.data_offset, "data": list(m.data)}), flush=True)
+        def on_ts(m):
+            got["twist_stamped"] += 1
+            t = m.twist
+            print(json.dumps({"topic": "twist_stamped", "sec": m.header.stamp.sec,
+                "nanosec": m.header.stamp.nanosec, "frame_id": m.header.frame_id,
+                "v": [t.linear.x, t.linear.y, t.linear.z,
+                      t.angular.x, t.angular.y, t.angular.z]}), flush=True)
         node.create_subscription(JointState, "/interop/js_in", on_js, 10)
         node.create_subscription(Float64MultiArray, "/interop/commands_in", on_fa, 10)
+        node.create_subscription(TwistStamped, "/interop/cmd_vel_in", on_ts, 10)
         print(json.dumps({"ready": True}), flush=True)
         while time.monotonic() < deadline and min(got.values()) < 3:
             rclpy.spin_once(node, timeout_sec=0.05)
@@ -152,7 +162,8 @@ def test_rclpy_joint_state_reaches_dds_transport(fastdds_env: dict[str, str]) ->
 def test_dds_transport_joint_state_and_commands_reach_rclpy(
     fastdds_env: dict[str, str],
 ) -> None:
-    """roborl's DDSTransport publishes JointState and Float64MultiArray -> rclpy decodes them."""
+    """roborl's DDSTransport publishes JointState, Float64MultiArray and TwistStamped (what
+    command.interface=twist_stamped sends) -> rclpy decodes them."""
     peer = _peer("listen", 90.0, fastdds_env)
     lines: list[dict] = []
     ready = threading.Event()
@@ -171,6 +182,7 @@ def test_dds_transport_joint_state_and_commands_reach_rclpy(
     transport = DDSTransport("interop_talker")
     js_pub = transport.publisher("/interop/js_in", msgs.JointState)
     fa_pub = transport.publisher("/interop/commands_in", msgs.Float64MultiArray)
+    ts_pub = transport.publisher("/interop/cmd_vel_in", msgs.TwistStamped)
     js = msgs.JointState(
         header=msgs.Header(stamp=msgs.Time(42, 7), frame_id="roborl"),
         name=["slider", "hinge"],
@@ -182,11 +194,16 @@ def test_dds_transport_joint_state_and_commands_reach_rclpy(
         layout=msgs.MultiArrayLayout(dim=[msgs.MultiArrayDimension("joints", 2, 2)]),
         data=[0.75, -1.25],
     )
+    ts = msgs.TwistStamped(
+        header=msgs.Header(stamp=msgs.Time(43, 9), frame_id="base_footprint"),
+        twist=msgs.Twist(linear=msgs.Vector3(0.5, 0, 0), angular=msgs.Vector3(0, 0, -0.25)),
+    )
     try:
         deadline = time.monotonic() + 80
         while time.monotonic() < deadline and peer.poll() is None:
             js_pub(js)
             fa_pub(fa)
+            ts_pub(ts)
             time.sleep(0.05)
     finally:
         transport.close()
@@ -195,7 +212,7 @@ def test_dds_transport_joint_state_and_commands_reach_rclpy(
         reader.join(timeout=30)
         err = peer.stderr.read()
     done = [x["done"] for x in lines if "done" in x]
-    assert done and done[0]["joint_state"] >= 3 and done[0]["commands"] >= 3, (
+    assert done and min(done[0].values()) >= 3, (
         f"rclpy (Fast DDS) received {done or 'nothing'} from DDSTransport; stderr: {err[-2000:]}"
     )
     js_seen = next(x for x in lines if x.get("topic") == "joint_state")
@@ -216,6 +233,14 @@ def test_dds_transport_joint_state_and_commands_reach_rclpy(
         "data_offset": 0,
         "data": [0.75, -1.25],
     }
+    ts_seen = next(x for x in lines if x.get("topic") == "twist_stamped")
+    assert ts_seen == {
+        "topic": "twist_stamped",
+        "sec": 43,
+        "nanosec": 9,
+        "frame_id": "base_footprint",
+        "v": [0.5, 0.0, 0.0, 0.0, 0.0, -0.25],
+    }
 
 
 # The same messages built with rclpy's generated classes, keyed like CDR_CASES below. For each,
@@ -225,7 +250,7 @@ CDR_PEER = textwrap.dedent(
     """
     import json, sys
     from builtin_interfaces.msg import Duration, Time
-    from geometry_msgs.msg import Twist, Vector3
+    from geometry_msgs.msg import Twist, TwistStamped, Vector3
     from rclpy.serialization import deserialize_message, serialize_message
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Bool, Float64MultiArray, Header, MultiArrayDimension, MultiArrayLayout
@@ -243,6 +268,8 @@ CDR_PEER = textwrap.dedent(
             points=[JointTrajectoryPoint(positions=[0.5, 0.25],
                                          time_from_start=Duration(sec=1, nanosec=5))]),
         "Twist": Twist(linear=Vector3(x=0.5), angular=Vector3(z=-1.25)),
+        "TwistStamped": TwistStamped(header=Header(stamp=Time(sec=12, nanosec=345),
+            frame_id="odom"), twist=Twist(linear=Vector3(x=0.5), angular=Vector3(z=-1.25))),
         "Bool": Bool(data=True),
     }
     ours = json.loads(sys.stdin.read())
@@ -276,6 +303,10 @@ CDR_CASES = {
         ],
     ),
     "Twist": msgs.Twist(linear=msgs.Vector3(0.5, 0, 0), angular=msgs.Vector3(0, 0, -1.25)),
+    "TwistStamped": msgs.TwistStamped(
+        header=msgs.Header(msgs.Time(12, 345), "odom"),
+        twist=msgs.Twist(linear=msgs.Vector3(0.5, 0, 0), angular=msgs.Vector3(0, 0, -1.25)),
+    ),
     "Bool": msgs.Bool(True),
 }
 

@@ -46,7 +46,14 @@ def with_(**changes) -> dict:
         (with_(joints=["slider", "slider"]), ["robot.joints", "more than once"]),
         (with_(joints=[]), ["robot.joints is empty"]),
         (with_(command={"joints": ["elbow"]}), ["robot.command.joints", "elbow"]),
-        (with_(command={"interface": "effort"}), ["robot.command.interface='effort'"]),
+        (
+            with_(command={"interface": "effort"}),
+            ["robot.command.interface='effort'", "twist_stamped"],
+        ),
+        (with_(command={"frame_id": ""}), ["robot.command.frame_id=''", "non-empty"]),
+        (with_(command={"frame_id": "/odom"}), ["robot.command.frame_id='/odom'", "'/'"]),
+        (with_(command={"frame_id": "base link"}), ["robot.command.frame_id='base link'"]),
+        (with_(command={"frame_id": 7}), ["robot.command.frame_id=7", "string"]),
         (with_(fields=["position", "torque"]), ["robot.fields", "effort"]),
         (with_(transport="zmq"), ["robot.transport='zmq'"]),
         (with_(estop={"clear": "anyone"}), ["robot.estop.clear='anyone'", "service, none"]),
@@ -75,6 +82,24 @@ def test_defaults_come_from_the_dataclass_only() -> None:
     assert cfg["estop"] == {"clear": "service"}
     assert cfg["reset"]["mode"] == "wait" and cfg["reset"]["wait_s"] == 0.0
     assert robot_config_dict(cfg) == cfg  # idempotent: a filled config validates unchanged
+
+
+def test_twist_stamped_frame_id_is_typed_and_checked_as_a_ros_parameter_too() -> None:
+    """twist_stamped commands a base (no observed joints needed), holds zero, and its
+    header.frame_id is a config key and a ROS parameter, validated on either path."""
+    from roborl.robots.config import hold_for
+    from roborl.robots.env.driver_params import apply_parameters, robot_parameters
+
+    base = with_(command={"interface": "twist_stamped", "joints": ["vx", "wz"]})
+    base["command"].pop("interface_name")
+    base["safety"] = {"low": [-0.5, -1.0], "high": [0.5, 1.0]}
+    cfg = robot_config_dict(base)
+    assert cfg["command"]["frame_id"] == "base_link" and hold_for(cfg) == "zero"
+    assert robot_parameters(cfg)["command.frame_id"].value == "base_link"
+    moved = apply_parameters(cfg, {"command.frame_id": "base_footprint"})
+    assert robot_config_dict(moved)["command"]["frame_id"] == "base_footprint"
+    with pytest.raises(ConfigError, match=r"robot\.command\.frame_id=''"):
+        robot_config_dict(apply_parameters(cfg, {"command.frame_id": ""}))
 
 
 def test_rate_limit_never_walks_past_a_limit() -> None:

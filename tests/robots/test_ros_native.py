@@ -528,6 +528,108 @@ def test_trajectory_time_from_start_is_the_control_period(rclpy_env, procs) -> N
     assert (traj["sec"], traj["nanosec"]) == (0, 50_000_000)
 
 
+# A mobile base on geometry_msgs/TwistStamped (diff_drive_controller from Jazzy on, Nav2,
+# MoveIt Servo): JointState of its wheels at 50 Hz; prints every TwistStamped on /cmd_vel with
+# its own clock's time of arrival, and latches /estop (printing "estop", in order with the
+# twists) once three moving commands came in.
+TWIST_BASE = PRELUDE + textwrap.dedent(
+    """
+    from geometry_msgs.msg import TwistStamped
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Bool
+
+    moving, pressed = [], []
+
+    def on_twist(m):
+        t = m.twist
+        v = [t.linear.x, t.linear.y, t.linear.z, t.angular.x, t.angular.y, t.angular.z]
+        if any(v):
+            moving.append(1)
+        out(event="twist", v=v, frame_id=m.header.frame_id,
+            stamp=m.header.stamp.sec + m.header.stamp.nanosec * 1e-9,
+            arrived=node.get_clock().now().nanoseconds * 1e-9)
+
+    node.create_subscription(TwistStamped, "/cmd_vel", on_twist, 10)
+    estop = node.create_publisher(Bool, "/estop", 10)
+    pub = node.create_publisher(JointState, "/joint_states", 10)
+    out(event="ready")
+    end = time.monotonic() + float(sys.argv[1])
+    while time.monotonic() < end:
+        pub.publish(JointState(name=["left_wheel", "right_wheel"], position=[0.0, 0.0],
+                               velocity=[0.0, 0.0]))
+        if len(moving) >= 3:
+            if not pressed:
+                out(event="estop")
+                pressed.append(1)
+            estop.publish(Bool(data=True))  # the base's own e-stop button, held down
+        time.sleep(0.02)
+    """
+)
+
+
+def test_twist_stamped_reaches_a_plain_base_and_every_stop_ends_in_zero(rclpy_env, procs) -> None:
+    """command.interface=twist_stamped: a plain rclpy base receives geometry_msgs/TwistStamped
+    stamped now, in the configured frame, with the action on [linear.x .. angular.z]; its
+    e-stop and the env's close leave it on an all-zero TwistStamped, and nothing moves it
+    after the stop. (The raw-DDS transport's TwistStamped reaches rclpy in
+    test_rclpy_interop.)"""
+    from roborl.core.envs import robot_factory
+    from roborl.core.errors import RobotError
+    from roborl.core.plugins import get_host
+
+    base = procs(peer(TWIST_BASE, "240"), rclpy_env, roborl=False)
+    base.wait_event("ready", START)
+    axes = ["vx", "vy", "vz", "wx", "wy", "wz"]
+    cfg = _robot_cfg(
+        **{
+            "transport": "rclpy",
+            "allow_other_commanders": True,  # that check's 2 s discovery wait: tested elsewhere
+            "joints": ["left_wheel", "right_wheel"],
+            "command": {"interface": "twist_stamped", "joints": axes, "frame_id": "base_footprint"},
+            "safety.low": [-1.0] * 6,
+            "safety.high": [1.0] * 6,
+            "safety.max_state_age_s": 5.0,
+            "safety.max_policy_time_s": 5.0,  # no supervisor hold from a stall mid-run
+            "terminate": None,
+            "reset": {"mode": "wait", "wait_s": 0.0},
+            "connect_timeout_s": 60.0,
+        }
+    )
+    action = [0.5, 0.0, 0.0, 0.0, 0.0, -0.25]
+    env = robot_factory(get_host().registry, cfg)()
+    try:
+        env.reset()
+        deadline = time.monotonic() + 60
+        with pytest.raises(RobotError, match="e-stop latched"):
+            while time.monotonic() < deadline:
+                env.step(action)
+        time.sleep(0.3)  # latched: the zero hold is re-sent every control period
+    finally:
+        env.close()
+
+    def quiet() -> bool:  # nothing new for 0.5 s: the close's hold was the last message
+        n = len(base.named("twist"))
+        time.sleep(0.5)
+        return n > 0 and len(base.named("twist")) == n
+
+    base.wait(quiet, "the base kept receiving commands after close", 30)
+    events = [e for e in list(base.events) if e.get("event") in ("twist", "estop")]
+    got = [e for e in events if e["event"] == "twist"]
+    assert all(t["frame_id"] == "base_footprint" for t in got), got[:3]
+    assert all(abs(t["arrived"] - t["stamp"]) < 10.0 for t in got), got[:3]  # stamped now
+    stamps = [t["stamp"] for t in got]
+    assert stamps == sorted(stamps), stamps
+    assert all(t["v"] in (action, [0.0] * 6) for t in got), got
+    assert [t["v"] for t in got].count(action) >= 3
+    # After the e-stop (and the moving commands already in flight), only zero holds: the
+    # latch's, one per control period while latched, and the close's, which is the last.
+    after = [any(e["v"]) if e["event"] == "twist" else None for e in events]
+    after = after[after.index(None) + 1 :]
+    stop = after.index(False)
+    assert not any(after[stop:]) and len(after) - stop >= 2, after
+    assert got[-1]["v"] == [0.0] * 6
+
+
 # A robot whose world clock the test controls: JointState at 50 Hz, /clock frozen at 100 s,
 # then running in real time, then frozen again; prints the commands counted in each phase.
 CLOCK_ROBOT = PRELUDE + textwrap.dedent(

@@ -4,9 +4,11 @@ State comes from sensor_msgs/JointState on the state topic, matched by joint *na
 on the wire is the publisher's, not ours). Commands go to the configured ros2_control
 interface: forward_command_controller (`/<controller>/commands`, std_msgs/Float64MultiArray
 in the controller's joint order), joint_trajectory_controller
-(`/<controller>/joint_trajectory`, trajectory_msgs/JointTrajectory) or a mobile base
-(geometry_msgs/Twist on `cmd_vel`). A malformed JointState is rejected with the reason kept
-in `last_error`; it never updates the observation, so the watchdog holds the robot.
+(`/<controller>/joint_trajectory`, trajectory_msgs/JointTrajectory) or a mobile base on
+`cmd_vel`: geometry_msgs/Twist (`twist`) or geometry_msgs/TwistStamped (`twist_stamped`, what
+diff_drive_controller, Nav2 and MoveIt Servo take; stamped with the node's clock, its
+`header.frame_id` from `robot.command.frame_id`). A malformed JointState is rejected with the
+reason kept in `last_error`; it never updates the observation, so the watchdog holds the robot.
 
 Over rclpy the driver is a ROS 2 node (`roborl_driver` for `train robot=`, `roborl_deploy` for
 `deploy`): the robot config's rate, joints, limits and topics are declared as ROS parameters
@@ -91,12 +93,14 @@ class Ros2Driver(SafetyServices, RobotDriver):
         self.allow_other_commanders = bool(cfg["allow_other_commanders"])
         self.controller = command["controller"]
         self.command_joints = list(command.get("joints") or self.joints)
+        self.frame_id = str(command["frame_id"])
         self.command_topic = (
             command.get("topic")
             or {
                 "forward": f"/{self.controller}/commands",
                 "trajectory": f"/{self.controller}/joint_trajectory",
                 "twist": "/cmd_vel",
+                "twist_stamped": "/cmd_vel",
             }[self.interface]
         )
         rate = float(cfg["rate_hz"])
@@ -208,6 +212,7 @@ class Ros2Driver(SafetyServices, RobotDriver):
             "forward": msgs.Float64MultiArray,
             "trajectory": msgs.JointTrajectory,
             "twist": msgs.Twist,
+            "twist_stamped": msgs.TwistStamped,
         }[self.interface]
         if self._publish is None:
             self._publish = t.publisher(self.command_topic, kind, self.qos["command"])
@@ -356,9 +361,14 @@ class Ros2Driver(SafetyServices, RobotDriver):
             msg = msgs.JointTrajectory(
                 header=header, joint_names=self.command_joints, points=[point]
             )
-        else:
+        else:  # twist, twist_stamped: [linear.x, .y, .z, angular.x, .y, .z], the rest zero
             v = (a + [0.0] * 6)[:6]
             msg = msgs.Twist(linear=msgs.Vector3(*v[:3]), angular=msgs.Vector3(*v[3:]))
+            if self.interface == "twist_stamped":
+                # Stamped with the node's clock (sim time with use_sim_time), like a
+                # trajectory: a controller with a command timeout can tell a late one.
+                header = msgs.Header(stamp=msgs.stamp_now(self.node_now()), frame_id=self.frame_id)
+                msg = msgs.TwistStamped(header=header, twist=msg)
         self._publish(msg)
         self.sent += 1
 

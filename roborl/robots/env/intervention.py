@@ -11,7 +11,11 @@ a standard ROS 2 topic, so any teleop node works (`joy_node` + a gamepad, a Spac
   (times `scale`); the person intervenes while `button` is held (a dead-man switch), or, with
   `button: null`, while any mapped axis is beyond `deadzone`;
 - `geometry_msgs/Twist`: `axes` names the fields (`linear.x`, `angular.z`, ...) per action
-  dimension; any non-zero mapped field (beyond `deadzone`) is an intervention.
+  dimension; any non-zero mapped field (beyond `deadzone`) is an intervention;
+- `geometry_msgs/TwistStamped` (`type: twist_stamped`, what `teleop_twist_keyboard` with
+  `stamped:=true` and `teleop_twist_joy` with `publish_stamped_twist:=true` send): read like a
+  Twist from its `twist` field; the header is not used (the fields map to action dimensions
+  as they are, whatever the frame).
 
 A teleop that falls silent for `timeout_s` no longer intervenes (a crashed teleop node must
 not keep steering the robot with its last message). The command still goes through the
@@ -21,8 +25,8 @@ Robot config (`robot.intervention`, absent or null: no channel)::
 
     intervention:
       topic: /joy
-      type: joy            # joy | twist
-      axes: [1, 0]         # joy: axis index per action dim; twist: e.g. [linear.x, angular.z]
+      type: joy            # joy | twist | twist_stamped
+      axes: [1, 0]         # joy: axis index per action dim; twist*: e.g. [linear.x, angular.z]
       scale: 1.0           # a number, or one per action dim (a sign flips an axis)
       button: 4            # joy: the dead-man button; null: any non-zero mapped axis
       deadzone: 0.05
@@ -44,7 +48,7 @@ from roborl.core.errors import ConfigError
 from roborl.robots.transport import msgs
 from roborl.robots.transport.common import qos_spec
 
-TYPES = ("joy", "twist")
+TYPES = ("joy", "twist", "twist_stamped")
 KEYS = ("topic", "type", "axes", "scale", "button", "deadzone", "timeout_s", "qos")
 TWIST_FIELDS = tuple(f"{part}.{axis}" for part in ("linear", "angular") for axis in "xyz")
 
@@ -138,7 +142,9 @@ class Teleop:
 
     @property
     def msg_type(self) -> type:
-        return msgs.Joy if self.config.type == "joy" else msgs.Twist
+        return {"joy": msgs.Joy, "twist": msgs.Twist, "twist_stamped": msgs.TwistStamped}[
+            self.config.type
+        ]
 
     def attach(self, transport: Any) -> None:
         """Subscribe on the robot's transport (rclpy node or raw DDS)."""
@@ -156,8 +162,9 @@ class Teleop:
                 raise ValueError(f"Joy on {c.topic} has {len(axes)} axes, config maps {missing}")
             raw = np.asarray([axes[a] for a in c.axes], dtype=np.float64)
         else:
+            twist = msg.twist if c.type == "twist_stamped" else msg
             raw = np.asarray(
-                [getattr(getattr(msg, a.split(".")[0]), a.split(".")[1]) for a in c.axes],
+                [getattr(getattr(twist, a.split(".")[0]), a.split(".")[1]) for a in c.axes],
                 dtype=np.float64,
             )
         command = raw * c.scale

@@ -21,11 +21,12 @@ one uint8 (height, width, 3) RGB frame per camera under its name; each camera's 
 (`max_age_s`) is a watchdog of the safety layer, like the joint state's age.
 
 Human in the loop (`intervention.py`, `episode.py`): with `robot.intervention` a person's
-teleop topic (sensor_msgs/Joy or geometry_msgs/Twist) overrides the policy while they
-intervene, through the same safety checks; every step's info carries `executed_action` (what
-the robot was sent) and `intervened`. `robot.episode` adds success signals from a person (a
-std_srvs/Trigger service or a key on stdin), a wall-clock time limit and a sparse success
-reward; `reset.mode: service` calls a std_srvs/Trigger reset service between episodes.
+teleop topic (sensor_msgs/Joy, geometry_msgs/Twist or TwistStamped) overrides the policy
+while they intervene, through the same safety checks; every step's info carries
+`executed_action` (what the robot was sent) and `intervened`. `robot.episode` adds success
+signals from a person (a std_srvs/Trigger service or a key on stdin), a wall-clock time limit
+and a sparse success reward; `reset.mode: service` calls a std_srvs/Trigger reset service
+between episodes.
 """
 
 from __future__ import annotations

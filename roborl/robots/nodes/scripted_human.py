@@ -16,9 +16,9 @@ back, and lets go. This node does the same with a scripted expert, so the interv
   `tolerance`, or the takeover lasted `max_takeover_s`; a new episode (a jump of the scene
   state larger than `reset_jump`) also releases;
 - it publishes on the robot config's intervention topic (`robot.intervention`: Joy with the
-  dead-man button held while it intervenes and the expert's action on the mapped axes, or
-  Twist that is non-zero only while it intervenes), inverting the config's axis mapping and
-  scale, so the robot env decodes exactly the expert's action.
+  dead-man button held while it intervenes and the expert's action on the mapped axes, or a
+  Twist or TwistStamped that is non-zero only while it intervenes), inverting the config's
+  axis mapping and scale, so the robot env decodes exactly the expert's action.
 
 One JSON line per takeover and release on stdout (`event`: takeover / release), as the other
 nodes print theirs.
@@ -226,7 +226,8 @@ class TeleopWriter:
     def __init__(self, config: Any) -> None:
         self.config = config
 
-    def message(self, action: np.ndarray, intervening: bool) -> Any:
+    def message(self, action: np.ndarray, intervening: bool, now: float | None = None) -> Any:
+        """`now`: the stamp of a TwistStamped (the node's clock; None: wall time)."""
         from roborl.robots.transport import msgs
 
         c = self.config
@@ -244,6 +245,9 @@ class TeleopWriter:
             for i, a in enumerate(c.axes):
                 part, axis = a.split(".")
                 setattr(getattr(twist, part), axis, float(raw[i]))
+        if c.type == "twist_stamped":
+            stamp = msgs.stamp_now(time.time() if now is None else now)
+            return msgs.TwistStamped(header=msgs.Header(stamp=stamp), twist=twist)
         return twist
 
 
@@ -298,6 +302,8 @@ def _serve(
     transport: Transport,
     msgs: Any,
 ) -> int:
+    from roborl.robots.env.intervention import Teleop
+
     latest: dict[str, Any] = {}
     lock = threading.Lock()
 
@@ -307,7 +313,7 @@ def _serve(
 
     state_topic = robot.get("state_topic", "/joint_states")
     transport.subscribe(state_topic, msgs.JointState, on_state)
-    publish = transport.publisher(teleop.topic, msgs.Joy if teleop.type == "joy" else msgs.Twist)
+    publish = transport.publisher(teleop.topic, Teleop(teleop).msg_type)
     writer = TeleopWriter(teleop)
     rule = DriftRule(opts)
     stop = stop_on_signals()
@@ -352,14 +358,14 @@ def _serve(
             action = expert.action()
         counts["ticks"] += 1
         counts["intervening_ticks"] += rule.intervening
-        publish(writer.message(action, rule.intervening))
+        publish(writer.message(action, rule.intervening, transport.now()))
         next_tick += period
         delay = next_tick - time.monotonic()
         if delay > 0:
             time.sleep(delay)
         else:
             next_tick = time.monotonic()
-    publish(writer.message(np.zeros(expert.n_action), False))  # let go before leaving
+    publish(writer.message(np.zeros(expert.n_action), False, transport.now()))  # let go
     announce(transport, logging.INFO, event="scripted_human_stop", **counts)
     return 0
 

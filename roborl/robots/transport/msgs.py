@@ -224,3 +224,18 @@ class Joy(IdlStruct, typename="sensor_msgs::msg::dds_::Joy_"):
 
 
 TYPES["sensor_msgs/msg/Joy"] = Joy
+
+
+# -- appended for stamped velocity commands (issue 50): geometry_msgs/TwistStamped ---------------
+
+
+@dataclass
+class TwistStamped(IdlStruct, typename="geometry_msgs::msg::dds_::TwistStamped_"):
+    """geometry_msgs/msg/TwistStamped: what diff_drive_controller (Jazzy and later), Nav2 and
+    MoveIt Servo take on `cmd_vel`."""
+
+    header: Header = field(default_factory=Header)
+    twist: Twist = field(default_factory=Twist)
+
+
+TYPES["geometry_msgs/msg/TwistStamped"] = TwistStamped
