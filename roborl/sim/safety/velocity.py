@@ -43,13 +43,18 @@ def velocity_cost(base_id: str, info: dict[str, Any]) -> tuple[float, float]:
     return v, float(v > VELOCITY_LIMITS[base_id])
 
 
-class VelocityCostWrapper(gym.Wrapper):
-    """Adds ``info["cost"]`` (1 when the velocity exceeds the limit) and ``info["velocity"]``."""
+class VelocityCostWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
+    """Adds ``info["cost"]`` (1 when the velocity exceeds the limit) and ``info["velocity"]``.
+
+    It records its constructor arguments, as Gymnasium's own wrappers do, so ``env.spec``
+    names it with its ``base_id`` and ``gymnasium.make(env.spec)`` rebuilds the task (the
+    ``roborl/Safe*Velocity-v0`` ids add it as one of their ``additional_wrappers``)."""
 
     reports_cost = True
 
     def __init__(self, env: gym.Env, base_id: str) -> None:
-        super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(self, base_id=base_id)
+        gym.Wrapper.__init__(self, env)
         self.base_id = base_id
         self.velocity_limit = VELOCITY_LIMITS[base_id]
         # so evaluation (which looks at env.unwrapped) logs eval/cost_mean
