@@ -5,9 +5,9 @@ Each venv is new and holds only the wheel, its extra and their dependencies (nev
 --system-site-packages, never --no-deps for roborl's own requirements), so a missing
 requirement fails here as it would for a user. The venvs are installed with uv, which resolves
 the same wheel metadata as pip but links files from its cache: torch alone takes ~25 s per venv
-with pip and ~2 s with uv. The twelve venvs are built and exercised two at a time (the CI machine
-has two cores; each feature command is single-threaded), which keeps this module at a few
-minutes. The machine's pip
+with pip and ~2 s with uv. Each extra is its own test and its own xdist group, so `make test`'s
+two workers build and exercise two venvs at a time beside the other modules (each feature
+command is single-threaded), and the wheel is built once for both workers. The machine's pip
 configuration (find-links, extra indexes, constraints) is passed on, so uv sees the packages pip
 sees, and torch comes pinned from constraints.txt (an unpinned torch is a multi-GB CUDA build).
 """
@@ -23,14 +23,11 @@ import sys
 import time
 import zipfile
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-
-pytestmark = pytest.mark.serial  # it builds and exercises fresh venvs two at a time
-
+from filelock import FileLock
 
 ROOT = Path(__file__).resolve().parents[2]
 FEATURE_EXTRAS = [
@@ -67,16 +64,28 @@ class Dist:
     build_log: str
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Dist:
     """sdist from the source tree, then the wheel from that sdist (`python -m build`'s default),
     so a file missing from the sdist is missing from the wheel too. --no-isolation: the build
-    backend (setuptools>=77) is already installed by `make test`; no network needed."""
-    out = tmp_path_factory.mktemp("dist")
-    proc = _run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(ROOT)])
+    backend (setuptools>=77) is already installed by `make test`; no network needed.
+
+    Built once per run: under xdist the first worker to get here builds into the directory the
+    run's workers share (the parent of each worker's base temp; without xdist, the base temp),
+    the other waits on the lock and reads the result."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    out = shared / "roborl-dist"
+    with FileLock(str(shared / "roborl-dist.lock")):
+        log = out / "build.log"
+        if not log.is_file():
+            out.mkdir(exist_ok=True)
+            cmd = [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(ROOT)]
+            proc = _run(cmd)
+            log.write_text(proc.stdout + proc.stderr)
     (wheel,) = out.glob("roborl-*.whl")
     (sdist,) = out.glob("roborl-*.tar.gz")
-    return Dist(wheel=wheel, sdist=sdist, build_log=proc.stdout + proc.stderr)
+    return Dist(wheel=wheel, sdist=sdist, build_log=log.read_text())
 
 
 def test_build_has_no_deprecation_warnings_and_spdx_license(dist: Dist) -> None:
@@ -176,7 +185,7 @@ class Venv:
 def _uv() -> str:
     from uv import find_uv_bin
 
-    return find_uv_bin()  # not thread-safe (sysconfig): resolved once, before the workers start
+    return find_uv_bin()
 
 
 def _uv_install(python: str, *specs: str, no_deps: bool = False) -> None:
@@ -384,48 +393,37 @@ def check_all(venv: Venv) -> None:
     )
 
 
-# Slowest first, so the two workers finish together.
 CHECKS: dict[str, Callable[[Venv], None]] = {
+    "core": check_core,
+    "ros2": check_ros2,
     "llm": check_llm,
+    "offline": check_offline,
+    "safe": check_safe,
     "vla": check_vla,
     "ray": check_ray,
     "report": check_report,
-    "ros2": check_ros2,
-    "offline": check_offline,
-    "all": check_all,
-    "core": check_core,
     "sb3": check_sb3,
     "onnx": check_onnx,
     "lerobot": check_lerobot,
     "benchmarks": check_benchmarks,
-    "safe": check_safe,
+    "all": check_all,
 }
 assert set(CHECKS) == {*FEATURE_EXTRAS, "core"}
 
 
-@pytest.fixture(scope="module")
-def installs(dist: Dist, tmp_path_factory: pytest.TempPathFactory) -> dict[str, BaseException]:
-    """Every install + check, two at a time; the failures by name (the tests report them)."""
-
-    def one(name: str) -> str:
-        base = tmp_path_factory.mktemp(f"extra-{name}")
-        start = time.monotonic()
-        venv = _fresh_venv(dist.wheel, None if name == "core" else name, base)
-        installed = time.monotonic()
-        CHECKS[name](venv)
-        return (
-            f"{name}: install {installed - start:.0f} s, check {time.monotonic() - installed:.0f} s"
-        )
-
-    _uv(), _pip_config_args()
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {name: pool.submit(one, name) for name in CHECKS}
-    print("\n" + "\n".join(f.result() for f in futures.values() if f.exception() is None))
-    return {name: exc for name, f in futures.items() if (exc := f.exception()) is not None}
-
-
-@pytest.mark.parametrize("extra", list(CHECKS))
-def test_wheel_with_one_extra_runs_its_feature(installs: dict[str, BaseException], extra: str):
+@pytest.mark.parametrize(
+    "extra",
+    # One xdist group per extra (tests/conftest.py keeps a module on one worker otherwise), so
+    # the twelve installs spread over both workers, longest first by tests/durations.json.
+    [
+        pytest.param(e, marks=pytest.mark.xdist_group(f"packaging/test_wheel.py::{e}"))
+        for e in CHECKS
+    ],
+)
+def test_wheel_with_one_extra_runs_its_feature(dist: Dist, tmp_path: Path, extra: str) -> None:
     """`pip install "roborl[EXTRA]"` into a fresh venv, then the feature's command."""
-    if extra in installs:
-        raise installs[extra]
+    start = time.monotonic()
+    venv = _fresh_venv(dist.wheel, None if extra == "core" else extra, tmp_path)
+    installed = time.monotonic()
+    CHECKS[extra](venv)
+    print(f"{extra}: install {installed - start:.0f} s, check {time.monotonic() - installed:.0f} s")
