@@ -1,6 +1,8 @@
 """Keep `torch._dynamo` unimported until something compiles.
 
-torch marks `Optimizer.add_param_group`, `state_dict`, `load_state_dict` and friends with
+torch's optimiser `step` (its `_use_grad_for_differentiable` wrapper) imports `torch._dynamo` on
+every call, only to place `graph_break()` calls that do nothing outside a trace; torch marks
+`Optimizer.add_param_group`, `state_dict`, `load_state_dict` and friends with
 `torch._disable_dynamo`, whose wrapper imports `torch._dynamo` on the first call only to mark
 the method "never trace". That import took ~2 s of a roborl process on a 2-core CPU (a tenth
 of a 100k-step random-action run, issue 23), and every algorithm builds an optimiser. Nothing
@@ -12,6 +14,8 @@ behaviour, and hands over to torch's own `torch._dynamo.disable` on the first ca
 
 from __future__ import annotations
 
+import functools
+import importlib
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -44,6 +48,38 @@ def _plain_until_dynamo(fn: Callable[..., Any], recursive: bool) -> Callable[...
     return call
 
 
+# torch.optim deletes its submodules' names from the package; the module itself stays imported.
+_OPTIMIZER_FILE = importlib.import_module("torch.optim.optimizer").__file__
+
+
+def _use_grad_step(attr: Any) -> Callable[..., Any] | None:
+    """The step function inside torch's `_use_grad_for_differentiable` wrapper around `attr`
+    (None when `attr` is not that wrapper)."""
+    code = getattr(attr, "__code__", None)
+    if code is None or code.co_filename != _OPTIMIZER_FILE:
+        return None
+    return getattr(attr, "__wrapped__", None) if code.co_name == "_use_grad" else None
+
+
+def _step_until_dynamo(wrapper: Callable[..., Any], fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`wrapper` (torch's `_use_grad`) without its `import torch._dynamo`: the same grad mode
+    around `fn`; its `torch._dynamo.graph_break()` calls do nothing outside a trace, and no
+    trace can exist before `torch._dynamo` is imported. Once it is, torch's wrapper runs."""
+
+    @functools.wraps(fn)
+    def step(*args: Any, **kwargs: Any) -> Any:
+        if "torch._dynamo" in sys.modules:
+            return wrapper(*args, **kwargs)
+        prev = torch.is_grad_enabled()
+        try:
+            torch.set_grad_enabled(args[0].defaults["differentiable"])
+            return fn(*args, **kwargs)
+        finally:
+            torch.set_grad_enabled(prev)
+
+    return step
+
+
 def _subclasses(cls: type) -> list[type]:
     out = [cls]
     for sub in cls.__subclasses__():
@@ -61,6 +97,11 @@ def defer_dynamo_import() -> int:
         return 0
     count = 0
     for cls in _subclasses(torch.optim.Optimizer):
+        step = vars(cls).get("step")
+        fn = _use_grad_step(step)
+        if fn is not None:  # not yet wrapped by an instance's profiling hook
+            cls.step = _step_until_dynamo(step, fn)  # type: ignore[method-assign]
+            count += 1
         for attr in vars(cls).values():
             parts = _disable_wrapper_parts(attr)
             if parts is None:

@@ -37,3 +37,43 @@ def test_optimisers_work_without_importing_dynamo_then_hand_over_to_it() -> None
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
     )
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_an_optimiser_step_needs_no_dynamo_and_matches_torchs_own_step() -> None:
+    """`step` imports torch._dynamo on every call (`_use_grad_for_differentiable`), ~3 s of every
+    training process: the deferred step leaves it unimported, computes exactly what torch's
+    does (the same parameters after Adam, AdamW and SGD steps), restores the grad mode, and
+    after torch._dynamo is loaded torch's own wrapper runs again."""
+    script = textwrap.dedent(
+        """
+        import copy, sys
+        import torch
+        from roborl.core.lazy_dynamo import defer_dynamo_import
+
+        assert defer_dynamo_import() > 0
+        def run(opt_cls, kw):
+            torch.manual_seed(0)
+            model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+            opt = opt_cls(model.parameters(), lr=0.1, **kw)
+            for i in range(3):
+                opt.zero_grad()
+                model(torch.randn(16, 4)).pow(2).mean().backward()
+                opt.step()
+            assert torch.is_grad_enabled()
+            return [p.detach().clone() for p in model.parameters()]
+
+        cases = [(torch.optim.Adam, {}), (torch.optim.Adam, {"fused": True}),
+                 (torch.optim.AdamW, {"foreach": True}), (torch.optim.SGD, {"momentum": 0.9})]
+        deferred = [run(c, kw) for c, kw in cases]
+        assert "torch._dynamo" not in sys.modules, "an optimiser step imported torch._dynamo"
+        import torch._dynamo
+        own = [run(c, kw) for c, kw in cases]
+        for a, b in zip(deferred, own):
+            assert all(torch.equal(x, y) for x, y in zip(a, b)), "the deferred step differs"
+        print("ok")
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
