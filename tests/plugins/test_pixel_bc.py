@@ -37,7 +37,14 @@ def random_success(episodes: int) -> float:
     return float(np.mean(wins))
 
 
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize(
+    "seed",
+    # One xdist group per seed: the two runs go to both workers instead of one after the other.
+    [
+        pytest.param(s, marks=pytest.mark.xdist_group(f"plugins/test_pixel_bc.py::{s}"))
+        for s in (0, 1)
+    ],
+)
 def test_cloned_policy_beats_random_actions(tmp_path: Path, demos: Path, seed: int) -> None:
     run = tmp_path / "run"
     roborl(
