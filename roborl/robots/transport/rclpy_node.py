@@ -44,6 +44,7 @@ from roborl.robots.transport.common import (
     ros_gid,
 )
 from roborl.robots.transport.protocol import Transport
+from roborl.robots.transport.rclpy_fastdds import prompt_acks
 from roborl.robots.transport.rclpy_params import check_type
 from roborl.robots.transport.rclpy_services import (
     LIFECYCLE_TRANSITIONS,
@@ -53,6 +54,7 @@ from roborl.robots.transport.rclpy_services import (
 from roborl.robots.transport.rosout import bridge_attach, bridge_detach
 
 log = logging.getLogger("roborl.robots.rclpy_transport")
+_ACK_SLICE_S = 0.02  # close's flush: how long one wait for acknowledgements holds the GIL
 
 
 class RclpyTransport(Transport):
@@ -111,6 +113,7 @@ class RclpyTransport(Transport):
         self._closed = False
         self._keep: list[Any] = []
         self._published: set[str] = set()  # fully qualified topics this node publishes on
+        self._writers: list[Any] = []  # the publishers `publisher` made: close flushes them
         self._prefix: bytes | None = None  # participant GUID prefix (b"": not a GUID)
         self._probe_lock = threading.Lock()
         bridge_attach(self.node)
@@ -196,12 +199,17 @@ class RclpyTransport(Transport):
         from rclpy.expand_topic_name import expand_topic_name
         from rclpy.qos_overriding_options import QoSOverridingOptions
 
+        try:  # so that close's flush ends with the hold's acknowledgement (rclpy_fastdds)
+            prompt_acks(self.node.resolve_topic_name(name))
+        except Exception as exc:  # a bad name: create_publisher below says so
+            log.debug("no Fast DDS profile for %s: %s", name, exc)
         pub = self.node.create_publisher(
             self._ros_type(msg_type),
             name,
             self._qos(qos, f"qos of {name}"),
             qos_overriding_options=QoSOverridingOptions.with_default_policies(),
         )
+        self._writers.append(pub)
         self._published.add(
             expand_topic_name(name, self.node.get_name(), self.node.get_namespace())
         )
@@ -461,17 +469,30 @@ class RclpyTransport(Transport):
         self._thread.join(5.0)
 
     def _flush(self, timeout_s: float) -> None:
-        """Wait until every reliable subscriber acknowledged what this node published, up to
-        `timeout_s` in all. Fast DDS sends from its own thread: destroying the node right after
-        the final hold could drop it (seen when an actor stopped on a loaded machine), and on
-        a controller without a command timeout the robot would keep the last motion command."""
+        """Wait until every reliable subscriber acknowledged what this node published on its
+        topics (`publisher`), up to `timeout_s` in all. Fast DDS sends from its own thread:
+        destroying the node right after the final hold could drop it (seen when an actor
+        stopped on a loaded machine), and on a controller without a command timeout the
+        robot would keep the last motion command. A best-effort subscriber counts as
+        acknowledged at once (it never acknowledges). rclpy's own publishers
+        (/parameter_events, a lifecycle node's transition events) carry no command and are
+        not waited for. The acknowledgement comes at the writer's next heartbeat
+        (`rclpy_fastdds`: within HEARTBEAT_S).
+
+        rclpy's `wait_for_all_acked` holds the GIL while it waits, so it is called in short
+        slices: the node's other threads keep running, and a slice returns as soon as the
+        acknowledgement arrives."""
         from rclpy.duration import Duration
 
         deadline = time.monotonic() + timeout_s
-        for pub in list(self.node.publishers):
-            left = deadline - time.monotonic()
-            if left <= 0 or not pub.wait_for_all_acked(Duration(seconds=left)):
-                log.warning("%s not acknowledged before close", pub.topic_name)
+        pending = list(self._writers)
+        while True:
+            slice_s = min(_ACK_SLICE_S, max(0.0, deadline - time.monotonic()))
+            pending = [p for p in pending if not p.wait_for_all_acked(Duration(seconds=slice_s))]
+            if not pending or time.monotonic() >= deadline:
+                break
+        for pub in pending:
+            log.warning("%s not acknowledged before close", pub.topic_name)
 
 
 class _Readers:
