@@ -63,6 +63,6 @@ def test_env_by_gymnasium_id_and_eval_command(cli) -> None:
 def test_plugins_command_lists_sac_with_distribution(cli) -> None:
     out = cli("plugins").stdout
     assert re.search(r"algorithms: .*\bsac\b", out), out
-    listing = json.loads(cli("plugins", "--json").stdout)
+    listing = json.loads(cli("plugins", "json=true").stdout)
     sac = next(p for p in listing if p["name"] == "sac")
     assert sac["distribution"] == "roborl" and sac["error"] is None

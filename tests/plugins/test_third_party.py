@@ -43,7 +43,7 @@ def example_installed() -> None:
 
 
 def test_example_plugin_runs_like_a_builtin(example_installed, tmp_path: Path) -> None:
-    listing = json.loads(roborl("plugins", "--json", cwd=tmp_path).stdout)
+    listing = json.loads(roborl("plugins", "json=true", cwd=tmp_path).stdout)
     example = next(p for p in listing if p["name"] == "example")
     assert example["distribution"] == "roborl-example-plugin" and example["error"] is None
     assert example["provides"] == {
@@ -99,7 +99,7 @@ def broken_site(tmp_path: Path) -> dict[str, str]:
 
 
 def test_broken_plugins_are_reported_and_others_load(broken_site, tmp_path: Path) -> None:
-    check = roborl("plugins", "--check", cwd=tmp_path, env=broken_site, check=False)
+    check = roborl("plugins", "check=true", cwd=tmp_path, env=broken_site, check=False)
     out = check.stdout
     assert "raises_on_import" in out and "raises-on-import" in out and "needs libfoo" in out
     assert "bad_signature" in out and "registry" in out
@@ -119,7 +119,7 @@ def test_broken_plugins_are_reported_and_others_load(broken_site, tmp_path: Path
 def test_disable_by_name_in_config_and_environment(broken_site, tmp_path: Path) -> None:
     env = {**broken_site, "ROBORL_DISABLE_PLUGINS": "raises_on_import,bad_signature,unknown_hook"}
     # Judged on these plugins only, so a peer built-in's state cannot fail this test.
-    check = roborl("plugins", "--check", "--json", cwd=tmp_path, env=env, check=False)
+    check = roborl("plugins", "check=true", "json=true", cwd=tmp_path, env=env, check=False)
     listed = {p["name"]: p for p in json.loads(check.stdout.split("\nall plugins valid")[0])}
     for name in ("raises_on_import", "bad_signature", "unknown_hook"):
         assert listed[name]["disabled"] is True and listed[name]["error"] is None
@@ -127,7 +127,7 @@ def test_disable_by_name_in_config_and_environment(broken_site, tmp_path: Path) 
     proc = roborl("train", "plugins.disable=[sac]", cwd=tmp_path, check=False)
     assert proc.returncode != 0 and "unknown algorithm 'sac'" in proc.stderr
     listing = json.loads(
-        roborl("plugins", "--json", cwd=tmp_path, env={"ROBORL_DISABLE_PLUGINS": "sac"}).stdout
+        roborl("plugins", "json=true", cwd=tmp_path, env={"ROBORL_DISABLE_PLUGINS": "sac"}).stdout
     )
     assert next(p for p in listing if p["name"] == "sac")["disabled"] is True
 
@@ -143,7 +143,7 @@ def test_two_plugins_claiming_one_name_is_a_clear_error(tmp_path: Path) -> None:
         "@hookimpl\ndef roborl_algorithms():\n    return {'sac': MySAC}\n",
     )  # fmt: skip
     env = {"PYTHONPATH": str(site)}
-    check = roborl("plugins", "--check", cwd=tmp_path, env=env, check=False)
+    check = roborl("plugins", "check=true", cwd=tmp_path, env=env, check=False)
     assert check.returncode == 1
     assert "two plugins register the algorithm 'sac': 'my_sac' and 'sac'" in check.stderr or (
         "two plugins register the algorithm 'sac': 'sac' and 'my_sac'" in check.stderr
@@ -152,7 +152,7 @@ def test_two_plugins_claiming_one_name_is_a_clear_error(tmp_path: Path) -> None:
     assert run.returncode != 0 and "'my_sac'" in run.stderr and "Traceback" not in run.stderr
     # Disabling one of them by name resolves the clash.
     ok = {**env, "ROBORL_DISABLE_PLUGINS": "my_sac"}
-    fixed = roborl("plugins", "--check", cwd=tmp_path, env=ok, check=False)
+    fixed = roborl("plugins", "check=true", cwd=tmp_path, env=ok, check=False)
     assert "two plugins register" not in fixed.stderr and "[disabled]" in fixed.stdout
 
 

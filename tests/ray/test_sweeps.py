@@ -53,8 +53,8 @@ def _summaries(root: Path) -> list[dict]:
 
 def test_ray_tune_sweep_runs_each_seed(tmp_path: Path) -> None:
     out = tmp_path / "tune"
-    cmd = [sys.executable, "-m", "roborl.core.cli", "tune", "--out", str(out)]
-    cmd += ["--cpus-per-trial", "1", "seed=0,1", *SMALL]
+    cmd = [sys.executable, "-m", "roborl.core.cli", "tune", f"out={out}"]
+    cmd += ["cpus_per_trial=1", "seed=0,1", *SMALL]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=170)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summaries = _summaries(out)

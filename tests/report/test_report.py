@@ -86,13 +86,15 @@ def test_cli_report_with_refs_matches_rliable_on_normalised_scores(tmp_path: Pat
     refs = tmp_path / "refs.yaml"
     refs.write_text("".join(f"{k}: {json.dumps(v)}\n" for k, v in REFS.items()))
     out = tmp_path / "report"
-    # the older flag spellings (--out, --reps, --seed) still work beside key=value
+    # the older flag spellings (--out, --reps, --seed) still work for one release, each
+    # with a one-line deprecation warning naming the new spelling
     proc = subprocess.run(
         [sys.executable, "-m", "roborl.core.cli", "report", str(tmp_path / "runs"),
          "--out", str(out), "--reps", "200", "--seed", "0", f"refs={refs}"],
         capture_output=True, text=True, timeout=180,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
+    assert "'--reps 200' is deprecated" in proc.stderr and "write 'reps=200'" in proc.stderr
     result = json.loads((out / "report.json").read_text())
     assert result["metric"] == "normalized_return" and result["cross_task"]
     assert result["normalization"]["kind"] == "refs"
@@ -224,7 +226,7 @@ def test_python_api_and_bad_input(tmp_path: Path) -> None:
 
 def test_two_variants_of_one_algorithm_get_their_own_rows(tmp_path: Path) -> None:
     """Runs of one algorithm with different settings: by default they share the `sac` row;
-    `--label NAME=GLOB` and `group_by=KEY` split them, each row holding its own runs."""
+    `label.NAME=GLOB` and `group_by=KEY` split them, each row holding its own runs."""
     for variant, lr in (("fast", 1e-3), ("slow", 3e-4)):
         for seed in range(3):
             d = tmp_path / f"{variant}_s{seed}"
@@ -241,7 +243,7 @@ def test_two_variants_of_one_algorithm_get_their_own_rows(tmp_path: Path) -> Non
         return {name: v["mean"]["point"] for name, v in per.items()}
 
     assert set(rows(str(tmp_path))) == {"sac"}
-    labelled = rows("--label", f"fast={tmp_path}/fast_*", "--label", f"slow={tmp_path}/slow_*")
+    labelled = rows(f"label.fast='{tmp_path}/fast_*'", f"label.slow='{tmp_path}/slow_*'")
     assert labelled == pytest.approx({"fast": 501.0, "slow": 101.0})
     grouped = rows(str(tmp_path), "group_by=algo.actor_lr")
     assert grouped == pytest.approx(

@@ -14,31 +14,37 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from roborl.core.cli.common import command_options, error_line, load_host
+from roborl.core.cli import logs
+from roborl.core.cli.common import command_options, deprecated_flags, error_line, load_host
 from roborl.core.cli.eval import cmd_eval
 from roborl.core.cli.plugins import cmd_plugins
 from roborl.core.cli.resume import cmd_resume
 from roborl.core.cli.train import cmd_train
 from roborl.core.errors import ConfigError, RoborlError, did_you_mean, missing_extra
 
-__all__ = ["command_options", "error_line", "main"]
-"""`command_options` and `error_line` are for plugin commands (`roborl_cli_commands`)."""
+__all__ = ["command_options", "deprecated_flags", "error_line", "logs", "main"]
+"""`command_options`, `deprecated_flags` and `error_line` are for plugin commands
+(`roborl_cli_commands`); `logs` is the -v/-q logging every command gets from `main`."""
 
 USAGE = """\
-usage: roborl <command> [key=value ...]     (roborl <command> --help: its keys and defaults)
+usage: roborl [-v|-q] <command> [key=value ...]   (roborl <command> --help: its keys, defaults)
 
 {commands}
 Examples:
   roborl train algo=sac env=halfcheetah seed=3 total_steps=50000 num_envs=4 logger=wandb
   roborl train -m seed=0,1,2
   roborl train algo=iql --cfg job          (print the composed config, every key)
+  roborl -v eval checkpoint=runs/.../checkpoints/last.pt     (DEBUG log lines)
+
+-v/--verbose (DEBUG) and -q/--quiet (warnings only) work with every command, before or
+after its name.
 """
 
 BUILTIN_SUMMARIES = {
     "train": "train an algorithm (default: SAC on InvertedPendulum-v5); -m for sweeps",
     "eval": "evaluate a checkpoint (or a checkpoint-free algo=NAME), writes eval.json",
     "resume": "continue an interrupted run from its checkpoints/last.pt",
-    "plugins": "list loaded plugins; --check validates them",
+    "plugins": "list loaded plugins; check=true validates them",
 }
 
 BUILTIN_COMMANDS: dict[str, Callable[[list[str]], int]] = {
@@ -68,22 +74,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("HYDRA_FULL_ERROR", "0")
     running = ""  # the command, once it is known to exist (names it in error lines)
     try:
-        if not args or args[0] in ("-h", "--help", "help"):
-            print(main_help())
-            return 0
-        command, rest = args[0], args[1:]
-        if command in BUILTIN_COMMANDS:
-            running = command
-            return BUILTIN_COMMANDS[command](rest)
-        host = load_host()
-        commands = host.registry.commands
-        if command in commands:
-            running = command
-            return int(commands[command](rest) or 0)
-        known = sorted([*BUILTIN_COMMANDS, *commands])
-        raise ConfigError(
-            f"unknown command {command!r}.{did_you_mean(command, known)} Commands: {', '.join(known)}."
-        )
+        level, args = logs.split_verbosity(args)  # -v/-q before or after the command
+        with logs.configured(level):
+            if not args or args[0] in ("-h", "--help", "help"):
+                print(main_help())
+                return 0
+            command, rest = args[0], args[1:]
+            if command in BUILTIN_COMMANDS:
+                running = command
+                return BUILTIN_COMMANDS[command](rest)
+            host = load_host()
+            commands = host.registry.commands
+            if command in commands:
+                running = command
+                return int(commands[command](rest) or 0)
+            known = sorted([*BUILTIN_COMMANDS, *commands])
+            raise ConfigError(
+                f"unknown command {command!r}.{did_you_mean(command, known)} "
+                f"Commands: {', '.join(known)}."
+            )
     except RoborlError as exc:
         print(error_line(running, exc), file=sys.stderr)
         return exc.exit_code

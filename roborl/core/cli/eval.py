@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from roborl.core.cli import logs
 from roborl.core.cli.common import algo_prefix_to_algo, command_options, load_host, wants_help
 from roborl.core.config import rng
 from roborl.core.errors import ConfigError
@@ -74,7 +75,8 @@ def eval_help() -> str:
         "env in simulation). algo=NAME (e.g. algo=llm llm.model=PATH) evaluates an algorithm\n"
         "that acts without training; its algo.* keys are those of `roborl train algo=NAME\n"
         "--help`. With checkpoint= or model=, algo.KEY=V sets only the keys saved data may not\n"
-        "decide (algo=llm: base_url, api_key_env, api_key, model); see docs/security.md."
+        "decide (algo=llm: base_url, api_key_env, api_key, model); see docs/security.md.\n"
+        + logs.HELP
     )
 
 

@@ -1,12 +1,40 @@
-"""`roborl plugins`: list the loaded plugins and what each provides; `--check` validates them."""
+"""`roborl plugins`: list the loaded plugins and what each provides; `check=true` validates them."""
 
 from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass, field
 
-from roborl.core.cli.common import wants_help
-from roborl.core.errors import ConfigError
+from roborl.core.cli import logs
+from roborl.core.cli.common import command_options, deprecated_flags, wants_help
+
+
+@dataclass
+class PluginsOptions:
+    """`roborl plugins [check=true] [json=true]`."""
+
+    check: bool = field(
+        default=False,
+        metadata={"help": "validate hooks, names and types; exit 1 on a problem"},
+    )
+    json: bool = field(default=False, metadata={"help": "machine-readable listing"})
+
+
+DEPRECATED = {"--check": "check=true", "--json": "json=true"}
+
+
+def plugins_help() -> str:
+    from roborl.core.help import field_lines, section
+
+    return (
+        "usage: roborl plugins [check=true] [json=true]\n\n"
+        "List the loaded plugins (entry points of group roborl.plugins) with what each\n"
+        "provides and its config dirs.\n\n"
+        + section("Keys", field_lines(PluginsOptions))
+        + "Environment: ROBORL_DISABLE_PLUGINS=a,b skips plugins by name.\n"
+        "Older spellings still work for one release: --check, --json.\n" + logs.HELP
+    )
 
 
 def cmd_plugins(args: list[str]) -> int:
@@ -14,23 +42,12 @@ def cmd_plugins(args: list[str]) -> int:
     from roborl.core.plugins import get_host
 
     if wants_help(args):
-        print(
-            "usage: roborl plugins [--check] [--json]\n\n"
-            "List the loaded plugins (entry points of group roborl.plugins) with what each\n"
-            "provides and its config dirs.\n\n"
-            "Keys:\n"
-            "  --check                         validate hooks, names and types; exit 1 on a problem\n"
-            "  --json                          machine-readable listing\n"
-            "  ROBORL_DISABLE_PLUGINS=a,b      (environment) skip plugins by name"
-        )
+        print(plugins_help())
         return 0
-    as_json = "--json" in args
-    check = "--check" in args
-    unknown = [a for a in args if a not in ("--json", "--check")]
-    if unknown:
-        raise ConfigError(
-            f"roborl plugins: unknown option(s) {' '.join(unknown)}; accepted: --check, --json."
-        )
+    opts, _ = command_options(
+        PluginsOptions, deprecated_flags(args, DEPRECATED, "plugins"), "plugins"
+    )
+    as_json, check = opts.json, opts.check
     host = get_host()
     infos = list(host.infos.values())
     if as_json:

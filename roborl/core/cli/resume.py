@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from roborl.core.cli import logs
 from roborl.core.cli.common import command_options, load_host, summary_line, wants_help
 from roborl.core.config import RunConfig
 from roborl.core.errors import ConfigError
@@ -46,6 +48,9 @@ def resume_help(args: Sequence[str]) -> str:
         + section("Keys", field_lines(ResumeOptions))
         + "\n"
         + section(title, field_lines(RunConfig, values=values))
+        + logs.HELP[:-1]
+        + "; the run's INFO lines are appended to RUN_DIR/cli.log, the console shows the\n"
+        "progress bar (-v: INFO and DEBUG there too; -q: no progress bar)."
     )
 
 
@@ -77,6 +82,9 @@ def cmd_resume(args: list[str]) -> int:
     saved = yaml.safe_load(config_path.read_text()) or {}
     host = load_host(disable=(saved.get("plugins") or {}).get("disable") or [])
     cfg = compose_saved(host, saved, rest, "resume")
+    logs.configure_run(run_dir)  # as train's Hydra job logging: INFO to cli.log
+    if logs.level() >= logging.WARNING and not any(a.startswith("progress=") for a in rest):
+        cfg["progress"] = False  # -q: warnings only, no progress bar
     summary = Runner(cfg, run_dir, host).execute(resume_from=last)
     print(summary_line(str(run_dir), summary))
     return 0

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from roborl.core.cli import logs
 from roborl.core.cli.common import HELP_FLAGS, error_line, load_host, summary_line, wants_help
 from roborl.core.config import RunConfig
 from roborl.core.errors import ConfigError, RoborlError, missing_extra
@@ -86,6 +87,8 @@ def train_help(host: Any, args: Sequence[str]) -> str:
             ],
         ),
         "Hydra flags: --cfg job (print the composed config), --info, --hydra-help, -m.",
+        logs.HELP[:-1] + "; the run's INFO lines go to RUN_DIR/cli.log, the console shows",
+        "the progress bar (-v: INFO and DEBUG there too; -q: no progress bar).",
     ]
     return "\n".join(text)
 
@@ -116,7 +119,7 @@ def cmd_train(args: list[str]) -> int:
     if sampled and not any(a.startswith("hydra/sweeper=") for a in overrides):
         raise ConfigError(
             f"roborl train: {sampled[0]!r} is an interval, which a grid sweep cannot enumerate; "
-            "sample it with `roborl tune ... --num-samples N` (Ray Tune), or give a sampling "
+            "sample it with `roborl tune ... num_samples=N` (Ray Tune), or give a sampling "
             "sweeper (hydra/sweeper=optuna, if installed)."
         )
     register_configs(host)
@@ -139,7 +142,7 @@ def cmd_train(args: list[str]) -> int:
         return summary.get("final_eval_return")
 
     saved = sys.argv
-    sys.argv = ["roborl train", *args]
+    sys.argv = ["roborl train", *args, *logs.hydra_overrides(overrides)]
     try:
         train_job()
     except (ValueError, HydraException) as exc:  # Hydra's flag and sweep checks

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
+from dataclasses import dataclass, field
 from typing import Any
 
+from roborl.core.config import rng
 from roborl.core.datasets import OfflineDataset
 from roborl.core.errors import ConfigError, DatasetError
 
 USAGE = """usage:
   roborl dataset collect env=ENV out=OUT [key=value ...]
-  roborl dataset info PATH
-  roborl dataset convert in=PATH out=OUT [task=TEXT] [fps=N]
+  roborl dataset info path=PATH          (or: roborl dataset info PATH)
+  roborl dataset convert in=PATH out=OUT [key=value ...]
   roborl dataset corrupt in=PATH out=OUT field=obs|action|reward|dynamics [key=value ...]
 
   PATH: *.npz, *.hdf5, a Minari dataset directory or id, a LeRobotDataset v3 directory
@@ -22,7 +25,6 @@ USAGE = """usage:
 # Meanings of the keys; the defaults are read from `collect`'s and `corrupt`'s signatures.
 COLLECT_HELP = {
     "env": "env config name (hopper, safe_point_goal) or a Gymnasium id (required)",
-    "out": "output: *.npz, *.hdf5, minari:DATASET_ID or lerobot:DIR (required)",
     "quality": "random|medium|expert|medium-replay|medium-expert|safe-mixed (D4RL recipe)",
     "policy": "sac (train one), random, a CHECKPOINT path, or a checkpoint-free ALGO",
     "steps": "transitions recorded (medium-replay: the training run's, up to medium)",
@@ -36,14 +38,10 @@ COLLECT_HELP = {
     "algo.KEY": "config of the expert's algorithm (roborl train algo=NAME --help)",
 }
 CONVERT_HELP = {
-    "in": "input dataset (required)",
-    "out": "output (required)",
     "task": "LeRobotDataset task string (default: the input's, else 'roborl')",
     "fps": "LeRobotDataset frame rate (default: the input's, else 30)",
 }
 CORRUPT_HELP = {
-    "in": "input dataset (required)",
-    "out": "output path (required)",
     "field": "obs|action|reward|dynamics (dynamics = next observations) (required)",
     "kind": "random or adversarial (RIQL protocol)",
     "rate": "fraction of transitions corrupted",
@@ -54,55 +52,101 @@ CORRUPT_HELP = {
 }
 
 
-def _signature_lines(fn: Any, helps: dict[str, str], skip: tuple[str, ...]) -> list[str]:
+def options_of(fn: Any, helps: dict[str, str], skip: tuple[str, ...]) -> type:
+    """A dataclass of `fn`'s keyword arguments (types and defaults from its signature, the
+    meanings from `helps`), so `command_options` types and checks them as for every command.
+    A required argument becomes `X | None = None`, checked by the command."""
     import inspect
+    from dataclasses import field, make_dataclass
+    from typing import get_type_hints
 
+    hints = get_type_hints(fn)
+    fields = []
+    for name, param in inspect.signature(fn).parameters.items():
+        if name in skip:
+            continue
+        required = param.default is inspect.Parameter.empty
+        tp = hints[name] | None if required else hints[name]  # type: ignore[operator]
+        default = None if required else param.default
+        meta = {"help": helps.get(name, "")}
+        fields.append((name, tp, field(default=default, metadata=meta)))
+    return make_dataclass(f"{fn.__name__.title()}Options", fields)
+
+
+def collect_options() -> type:
+    from roborl.plugins.datasets.collect import collect
+
+    return options_of(collect, COLLECT_HELP, ("algo_overrides", "log"))
+
+
+def corrupt_options() -> type:
+    from roborl.plugins.datasets.corruption import corrupt
+
+    return options_of(corrupt, CORRUPT_HELP, ("ds",))
+
+
+@dataclass
+class ConvertOptions:
+    """`roborl dataset convert` keys besides in= and out=."""
+
+    task: str | None = field(default=None, metadata={"help": CONVERT_HELP["task"]})
+    fps: int | None = field(default=None, metadata=rng(1, None, CONVERT_HELP["fps"]))
+
+
+def _paths_lines(keys: tuple[str, ...]) -> list[str]:
     from roborl.core.help import key_line
 
-    params = inspect.signature(fn).parameters
-    lines = []
-    for key, text in helps.items():
-        param = params.get(key)
-        required = param is None or param.default is inspect.Parameter.empty
-        default = "REQUIRED" if required else param.default
-        if key not in skip:
-            lines.append(key_line(key, "VALUE" if key == "algo.KEY" else default, text))
-    return lines
+    helps = {
+        "in": "input dataset (required)",
+        "out": "output: *.npz, *.hdf5, minari:DATASET_ID or lerobot:DIR (required)",
+        "path": "the dataset to describe (required)",
+    }
+    return [key_line(k, "PATH", helps[k]) for k in keys]
 
 
 def help_text() -> str:
-    from roborl.core.help import key_line, section
-    from roborl.plugins.datasets.collect import collect
-    from roborl.plugins.datasets.corruption import corrupt
+    from roborl.core.cli import logs
+    from roborl.core.help import field_lines, key_line, section
 
+    algo = key_line("algo.KEY", "VALUE", COLLECT_HELP["algo.KEY"])
     return (
         USAGE
         + "\n"
-        + section("collect keys", _signature_lines(collect, COLLECT_HELP, ()))
+        + section("collect keys", [*_paths_lines(("out",)), *field_lines(collect_options()), algo])
         + "\n"
-        + section(
-            "convert keys",
-            [
-                key_line(k, "REQUIRED" if k in ("in", "out") else None, t)
-                for k, t in CONVERT_HELP.items()
-            ],
-        )
+        + section("info keys", _paths_lines(("path",)))
         + "\n"
-        + section("corrupt keys", _signature_lines(corrupt, CORRUPT_HELP, ()))
+        + section("convert keys", [*_paths_lines(("in", "out")), *field_lines(ConvertOptions)])
+        + "\n"
+        + section("corrupt keys", [*_paths_lines(("in", "out")), *field_lines(corrupt_options())])
+        + logs.HELP
     )
 
 
-def _parse(argv: list[str], command: str) -> dict[str, Any]:
-    """`key=value` arguments in Hydra's override grammar (the one all subcommands share)."""
-    from roborl.core.compose import override_key, override_value, parse_overrides
+def _paths(args: list[str], command: str, keys: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """The values of `in=`/`out=` (paths; `in` is a Python keyword, so no dataclass field) and
+    the other arguments; a missing or empty one is an error naming it."""
+    from roborl.core.compose import override_value, parse_overrides
 
-    out: dict[str, Any] = {}
-    for ov in parse_overrides(argv, f"dataset {command}"):
-        if ov.is_sweep_override() or ov.is_delete():
-            raise ConfigError(f"`roborl dataset {command}`: {ov.input_line!r} needs one value.")
-        value = override_value(ov)
-        out[override_key(ov)] = None if value == "" else value
-    return out
+    found: dict[str, str] = {}
+    rest = []
+    for arg in args:
+        key = arg.split("=", 1)[0]
+        if key in keys and "=" in arg:
+            (ov,) = parse_overrides([arg], f"dataset {command}")
+            value = override_value(ov)
+            if value in ("", None) or ov.is_sweep_override():
+                raise ConfigError(f"roborl dataset {command}: {key}= needs one PATH.")
+            found[key] = str(value)
+        else:
+            rest.append(arg)
+    missing = [k for k in keys if k not in found]
+    if missing:
+        raise ConfigError(
+            f"roborl dataset {command}: {' and '.join(f'{k}=PATH' for k in missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} required (roborl dataset --help)."
+        )
+    return [found[k] for k in keys], rest
 
 
 def load_any(path: str) -> OfflineDataset:
@@ -138,36 +182,39 @@ def check_out(out: str) -> None:
 
 def main(argv: list[str]) -> int:
     """build, inspect, convert and corrupt datasets: roborl dataset collect|info|convert|corrupt"""
+    from roborl.core.cli import command_options
+
     if not argv or any(a in ("-h", "--help") for a in argv):
         print(help_text())
         return 0 if argv else 2
     cmd, rest = argv[0], argv[1:]
     if cmd == "info":
-        if len(rest) != 1:
-            raise ConfigError(f"`roborl dataset info` takes one PATH.\n{USAGE}")
-        info = load_any(rest[0]).info()
-        print(json.dumps(info, indent=2, default=str))
+        if len(rest) == 1 and "=" not in rest[0]:  # `info PATH`, the short form
+            rest = [f"path={rest[0]}"]
+        (path,), extra = _paths(rest, "info", ("path",))
+        if extra:
+            raise ConfigError(
+                f"roborl dataset info: unknown argument {extra[0]!r}; accepted: path=PATH."
+            )
+        print(json.dumps(load_any(path).info(), indent=2, default=str))
         return 0
-    args = _parse(rest, cmd)
     if cmd == "collect":
+        from roborl.core.compose import override_key, override_value, parse_overrides
         from roborl.plugins.datasets.collect import collect
 
-        for key in ("env", "out"):
-            if not args.get(key):
-                raise ConfigError(f"`roborl dataset collect` needs {key}=.\n{USAGE}")
-        algo_over = {k[5:]: args.pop(k) for k in list(args) if k.startswith("algo.")}
-        env, out = str(args.pop("env")), str(args.pop("out"))
-        known = {
-            "quality", "policy", "steps", "train_steps", "learning_starts", "eval_every",
-            "ref_episodes", "seed", "ref_expert", "cost_limits",
-        }  # fmt: skip
-        bad = set(args) - known
-        if bad:
-            raise ConfigError(
-                f"unknown collect argument(s) {sorted(bad)}; accepted: {sorted(known)}."
-            )
+        opts, args = command_options(
+            collect_options(), rest, "dataset collect", passthrough=("out", "algo")
+        )
+        (out,), algo_args = _paths(args, "collect", ("out",))
+        if not opts.env:
+            raise ConfigError("roborl dataset collect: env= is required (roborl dataset --help).")
+        algo_over = {
+            override_key(ov).split(".", 1)[1]: override_value(ov)
+            for ov in parse_overrides(algo_args, "dataset collect")
+        }
+        kwargs = dataclasses.asdict(opts)
         check_out(out)
-        ds = collect(env, algo_overrides=algo_over, log=lambda m: print(m, file=sys.stderr), **args)
+        ds = collect(algo_overrides=algo_over, log=lambda m: print(m, file=sys.stderr), **kwargs)
         path = save_any(ds, out)
         info = ds.info()
         print(
@@ -176,38 +223,39 @@ def main(argv: list[str]) -> int:
         )
         return 0
     if cmd == "convert":
-        src, out = args.pop("in", None), args.pop("out", None)
-        if not src or not out:
-            raise ConfigError(f"`roborl dataset convert` needs in= and out=.\n{USAGE}")
-        bad = set(args) - set(CONVERT_HELP)
-        if bad:
-            raise ConfigError(
-                f"unknown convert argument(s) {sorted(bad)}; accepted: {sorted(CONVERT_HELP)}."
-            )
-        check_out(str(out))
-        ds = load_any(str(src))
-        meta: dict[str, Any] = {k: args[k] for k in ("task", "fps") if args.get(k) is not None}
+        conv, args = command_options(
+            ConvertOptions, rest, "dataset convert", passthrough=("in", "out")
+        )
+        (src, out), _ = _paths(args, "convert", ("in", "out"))
+        check_out(out)
+        ds = load_any(src)
+        meta: dict[str, Any] = {k: v for k, v in dataclasses.asdict(conv).items() if v is not None}
         if "task" in meta:  # one task for every episode, over a multi-task input's own
             meta["tasks"] = meta["episode_task_index"] = None
         if meta:
             ds = ds.replace(metadata=meta)
-        path = save_any(ds, str(out))
+        path = save_any(ds, out)
         print(f"wrote {path}: {len(ds)} transitions, {len(ds.episode_lengths())} episodes")
         return 0
     if cmd == "corrupt":
         from roborl.plugins.datasets.corruption import corrupt
 
-        src, out = args.pop("in", None), args.pop("out", None)
-        if not src or not out or "field" not in args:
-            raise ConfigError(f"`roborl dataset corrupt` needs in=, out= and field=.\n{USAGE}")
-        check_out(str(out))
-        ds = corrupt(load_any(str(src)), **args)
-        path = save_any(ds, str(out))
+        opts, args = command_options(
+            corrupt_options(), rest, "dataset corrupt", passthrough=("in", "out")
+        )
+        (src, out), _ = _paths(args, "corrupt", ("in", "out"))
+        if not opts.field:
+            raise ConfigError(
+                "roborl dataset corrupt: field= is required (obs|action|reward|dynamics)."
+            )
+        check_out(out)
+        ds = corrupt(load_any(src), **dataclasses.asdict(opts))
+        path = save_any(ds, out)
         print(f"wrote {path}: {ds.metadata['corruption']}")
         return 0
     raise ConfigError(
         f"unknown `roborl dataset` command {cmd!r}; accepted: collect, info, convert, "
-        f"corrupt.\n{USAGE}"
+        "corrupt (roborl dataset --help)."
     )
 
 

@@ -59,6 +59,7 @@ class ExportOptions:
 
 
 def export_help() -> str:
+    from roborl.core.cli import logs
     from roborl.core.help import field_lines, section
 
     return (
@@ -72,6 +73,7 @@ def export_help() -> str:
         "push= uploads to a private repo (private=false: public); the uploaded config.json has\n"
         "no secrets, absolute paths, hosts or robot/deployment settings.\n\n"
         + section("Keys", field_lines(ExportOptions))
+        + logs.HELP
     )
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from roborl.core.errors import ConfigError
@@ -71,29 +71,39 @@ def prepare_model(out: str | Path | None = None) -> Path:
     return out
 
 
+@dataclass
+class PrepareModelOptions:
+    """`roborl llm prepare-model` keys."""
+
+    out: str | None = field(
+        default=None,
+        metadata={
+            "help": "folder to write (kept if already complete); null: the user cache "
+            "folder shown in the usage line"
+        },
+    )
+
+
 def cli(argv: Sequence[str]) -> int:
     """write a small real LLM (SmolLM2-135M) for algo=llm: roborl llm prepare-model [out=DIR]"""
+    from roborl.core.cli import command_options, logs
+    from roborl.core.help import field_lines, section
+
     args = list(argv)
     if any(a in ("-h", "--help") for a in args):
         print(
-            "usage: roborl llm prepare-model [out=DIR]\n\n"
+            f"usage: roborl llm prepare-model [out=DIR]   (default {default_model_dir()})\n\n"
             "Convert the packaged SmolLM2-135M-Instruct GGUF to a Hugging Face folder that\n"
             "algo=llm llm.model=DIR loads (vllm or transformers backend).\n\n"
-            "Keys:\n"
-            f"  out={default_model_dir()}\n"
-            "                                  folder to write (kept if already complete)"
+            + section("Keys", field_lines(PrepareModelOptions))
+            + logs.HELP
         )
         return 0
     if not args or args[0] != "prepare-model":
-        print("usage: roborl llm prepare-model [out=DIR]", file=sys.stderr)
-        return 2
-    out = None
-    for arg in args[1:]:
-        key, _, value = arg.partition("=")
-        if key != "out" or not value:
-            raise ConfigError(
-                f"roborl llm prepare-model: unknown argument {arg!r}; accepted: out=DIR."
-            )
-        out = value
-    print(prepare_model(out))
+        given = f"unknown subcommand {args[0]!r}" if args else "no subcommand"
+        raise ConfigError(
+            f"roborl llm: {given}; accepted: prepare-model (roborl llm prepare-model [out=DIR])."
+        )
+    opts, _ = command_options(PrepareModelOptions, args[1:], "llm prepare-model")
+    print(prepare_model(opts.out))
     return 0

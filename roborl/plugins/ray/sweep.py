@@ -1,28 +1,61 @@
-"""`roborl tune [options] OVERRIDES...`: a Hydra-style grid sweep run as Ray Tune trials.
+"""`roborl tune [key=value ...] OVERRIDES...`: a Hydra-style grid sweep run as Ray Tune trials.
 
 Each grid point is one Tune trial that runs `roborl train OVERRIDES` in its own process, so
 the run is exactly the one `roborl train` would make (Hydra composition, plugins, run
 directory), only scheduled by Ray Tune onto whichever node of the cluster has the resources
-(`--cpus-per-trial`, `--gpus-per-trial`). Overrides use Hydra's sweep grammar, parsed by
+(`cpus_per_trial=`, `gpus_per_trial=`). Overrides use Hydra's sweep grammar, parsed by
 Hydra's own parser as in `roborl train -m`: ``seed=0,1,2 algo.actor_lr=3e-4,1e-3`` is a
 6-trial grid, ``seed=range(5)`` and ``algo=glob(sb3/*)`` expand too, brackets keep a list
-whole (``algo.hidden_sizes=[64,64]``), and ``interval(lo, hi)`` becomes a Ray Tune sampler. Run directories go under `--out` (on a real cluster: a path
-every node shares), one per trial, and `roborl report --out ...` reads them directly.
+whole (``algo.hidden_sizes=[64,64]``), and ``interval(lo, hi)`` becomes a Ray Tune sampler.
+Run directories go under `out=` (on a real cluster: a path every node shares), one per
+trial, and `roborl report OUT` reads them directly.
 """
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import os
 import re
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from roborl.core.config import rng
 from roborl.core.errors import ConfigError
+
+
+@dataclass
+class TuneOptions:
+    """`roborl tune` keys; every other key=value is a `roborl train` override (sweepable)."""
+
+    out: str = field(default="runs/tune", metadata={"help": "folder for the run directories"})
+    address: str | None = field(
+        default=None,
+        metadata={"help": "Ray cluster: auto or ray://HOST:10001 (null: a local Ray)"},
+    )
+    cpus_per_trial: float = field(
+        default=1.0, metadata=rng(0.0, None, "CPUs Ray reserves per trial")
+    )
+    gpus_per_trial: float = field(
+        default=0.0, metadata=rng(0.0, None, "GPUs Ray reserves per trial")
+    )
+    max_concurrent: int = field(
+        default=0, metadata=rng(0, None, "trials at a time (0: as resources allow)")
+    )
+    num_samples: int = field(
+        default=1, metadata=rng(1, None, "samples per grid point of the interval() keys")
+    )
+
+
+# The argparse spellings of the first release, kept for one more (deprecation warning).
+DEPRECATED = {
+    "--out": "out", "--address": "address", "--cpus-per-trial": "cpus_per_trial",
+    "--gpus-per-trial": "gpus_per_trial", "--max-concurrent": "max_concurrent",
+    "--num-samples": "num_samples",
+}  # fmt: skip
 
 
 def _group_options(key: str) -> list[str]:
@@ -44,7 +77,7 @@ def parse_sweep(
 
     Comma lists, `choice()`, `range()` and `glob()` expand to a cartesian grid, each point a
     list of `key=value`; `interval(lo, hi)` (with `tag(log, ...)` for a log scale) is sampled
-    by Ray Tune, `--num-samples` times per grid point: `{key: (lo, hi, log)}`.
+    by Ray Tune, `num_samples=` times per grid point: `{key: (lo, hi, log)}`.
     """
     from hydra.core.override_parser.types import Glob
 
@@ -75,7 +108,7 @@ def expand_grid(overrides: list[str]) -> list[list[str]]:
     if sampled:
         raise ConfigError(
             f"roborl tune: {', '.join(sampled)} use interval(), which Ray Tune samples; "
-            "run it through `roborl tune` (with --num-samples), not as a grid."
+            "run it through `roborl tune` (with num_samples=N), not as a grid."
         )
     return points
 
@@ -117,17 +150,17 @@ def run_sweep(
     num_samples: int = 1,
 ) -> list[dict[str, Any]]:
     """Run the sweep on Ray Tune; returns one result dict per trial (in grid order)."""
-    import ray
-    from ray import tune
-
     from roborl.core.compose import compose
     from roborl.core.plugins import get_host
 
     out = Path(out).resolve()
     points, sampled = parse_sweep(overrides)
-    # A typo fails here, once, with roborl's error, not in every trial.
+    # A typo fails here, once, with roborl's error, not in every trial (nor after Ray starts).
     first = [f"{k}={lo}" for k, (lo, _hi, _log) in sampled.items()]
     compose(get_host(), [*points[0], *first], "tune")
+    import ray
+    from ray import tune
+
     out.mkdir(parents=True, exist_ok=True)
     started = False
     if not ray.is_initialized():
@@ -173,37 +206,47 @@ def run_sweep(
     return sorted(results, key=rank)
 
 
+def tune_help() -> str:
+    from roborl.core.cli import logs
+    from roborl.core.help import field_lines, section
+
+    return (
+        "usage: roborl tune [key=value ...] TRAIN_OVERRIDES...\n\n"
+        "A sweep of `roborl train` runs as Ray Tune trials (local or cluster). The overrides\n"
+        "take every `roborl train` key (roborl train --help lists them) in Hydra's sweep\n"
+        "syntax: seed=0,1,2, seed=range(5), algo=glob(sb3/*), choice(a,b), and\n"
+        "algo.actor_lr=interval(1e-4,1e-3) or tag(log,interval(1e-4,1e-3)), sampled by Ray\n"
+        "Tune num_samples times per grid point.\n\n"
+        + section("Keys", field_lines(TuneOptions))
+        + "\nExample: roborl tune out=runs/tune cpus_per_trial=1 seed=0,1,2 algo=sac,dsac_t\n"
+        "Older spellings still work for one release: --out DIR, --address A, "
+        "--cpus-per-trial N,\n--gpus-per-trial N, --max-concurrent N, --num-samples N.\n"
+        + logs.HELP
+    )
+
+
+def parse_args(argv: list[str]) -> tuple[TuneOptions, list[str]]:
+    """The command's own keys and the `roborl train` overrides to sweep."""
+    from roborl.core.cli import command_options, deprecated_flags
+
+    args = deprecated_flags(argv, DEPRECATED, "tune")
+    return command_options(TuneOptions, args, "tune", passthrough=None)
+
+
 def main(argv: list[str]) -> int:
     """sweep `roborl train` runs as Ray Tune trials (a,b / range() / glob() / interval())"""
-    parser = argparse.ArgumentParser(
-        prog="roborl tune",
-        description="Sweep of `roborl train` runs as Ray Tune trials (local or cluster). "
-        "Overrides take every `roborl train` key (roborl train --help lists them) in Hydra's "
-        "sweep syntax: seed=0,1,2, seed=range(5), algo=glob(sb3/*), choice(a,b), and "
-        "algo.actor_lr=interval(1e-4,1e-3) or tag(log,interval(1e-4,1e-3)), sampled by Ray "
-        "Tune --num-samples times per grid point.",
-    )
-    parser.add_argument("overrides", nargs="*", help="roborl train overrides, e.g. seed=0,1,2")
-    parser.add_argument("--out", default="runs/tune", help="folder for the run directories")
-    parser.add_argument("--address", default=None, help="Ray cluster: auto or ray://HOST:10001")
-    parser.add_argument("--cpus-per-trial", type=float, default=1.0)
-    parser.add_argument("--gpus-per-trial", type=float, default=0.0)
-    parser.add_argument("--max-concurrent", type=int, default=0, help="0: as resources allow")
-    parser.add_argument(
-        "--num-samples", type=int, default=1, help="samples per grid point of interval() keys"
-    )
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:
-        return int(exc.code or 0)
+    if any(a in ("-h", "--help") for a in argv):
+        print(tune_help())
+        return 0
+    opts, overrides = parse_args(argv)
     results = run_sweep(
-        args.overrides,
-        args.out,
-        args.address,
-        args.cpus_per_trial,
-        args.gpus_per_trial,
-        args.max_concurrent,
-        args.num_samples,
+        overrides,
+        opts.out,
+        opts.address,
+        opts.cpus_per_trial,
+        opts.gpus_per_trial,
+        opts.max_concurrent,
+        opts.num_samples,
     )
     failed = [r for r in results if r.get("returncode") != 0]
     for r in results:
@@ -213,6 +256,6 @@ def main(argv: list[str]) -> int:
         )
     print(
         f"roborl tune: {len(results) - len(failed)}/{len(results)} trials finished; "
-        f"report with: roborl report {args.out}"
+        f"report with: roborl report {opts.out}"
     )
     return 1 if failed else 0

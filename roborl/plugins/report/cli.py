@@ -1,4 +1,5 @@
-"""`roborl report RUN_DIRS... [out=DIR] [refs=FILE] [metric=M]`: tables, plots, one HTML file.
+"""`roborl report RUN_DIRS... [out=DIR] [refs=FILE] [metric=M] [label.NAME=GLOB]`: tables,
+plots, one HTML file.
 
 This module is the command line and `write_report`, which runs the pieces in order: read the
 run directories (`runs.py`), aggregate them (`aggregate.py`), draw the PNGs (`plots.py`) and
@@ -103,61 +104,81 @@ class ReportOptions:
     )
 
 
-LEGACY_FLAGS = {"--out": "out", "--metric": "metric", "--reps": "reps", "--seed": "seed",
-                "--refs": "refs"}  # fmt: skip
+# The flag spellings of the first release, kept for one more (deprecation warning).
+DEPRECATED = {"--out": "out", "--metric": "metric", "--reps": "reps", "--seed": "seed",
+              "--refs": "refs", "--no-plots": "plots=false"}  # fmt: skip
 
 
 def report_help() -> str:
-    from roborl.core.help import field_lines, section
+    from roborl.core.cli import logs
+    from roborl.core.help import field_lines, key_line, section
 
     return (
-        "usage: roborl report RUN_DIR_OR_FOLDER... [out=DIR] [refs=FILE] [metric=M] [reps=N]\n\n"
+        "usage: roborl report RUN_DIR_OR_FOLDER... [out=DIR] [refs=FILE] [metric=M] [reps=N]\n"
+        "                     [label.NAME=GLOB ...]\n\n"
         "Aggregate run directories across seeds and methods: IQM, median and mean with\n"
         "stratified-bootstrap CIs (rliable), per task and, when scores are normalised, across\n"
         "tasks; performance profiles; learning curves on each run's own clock. Writes\n"
         "report.md, report.json, the PNGs and one self-contained report.html to out=.\n\n"
-        + section("Keys", field_lines(ReportOptions))
-        + "\nOlder flag spellings still work: --out DIR, --metric M, --reps N, --seed N, "
-        "--refs FILE, --no-plots.\n"
-        "refs=FILE example (YAML):  Hopper-v5: {random: -20.3, reference: 3234.3}\n"
-        "Name groups yourself with --label NAME=GLOB (repeatable; those runs form the group\n"
-        "NAME), e.g. roborl report --label 'fast=runs/a*' --label 'slow=runs/b*'.\n"
-        "To decide whether one method beats another: roborl compare --help (AdaStop)."
+        + section(
+            "Keys",
+            [
+                *field_lines(ReportOptions),
+                key_line(
+                    "label.NAME",
+                    "GLOB",
+                    "the runs GLOB matches form one group named NAME "
+                    "(repeatable), e.g. label.fast='runs/a*' label.slow='runs/b*'",
+                ),
+            ],
+        )
+        + "\nrefs=FILE example (YAML):  Hopper-v5: {random: -20.3, reference: 3234.3}\n"
+        "Older spellings still work for one release: --out DIR, --metric M, --reps N, --seed N,\n"
+        "--refs FILE, --no-plots, --label NAME=GLOB.\n"
+        "To decide whether one method beats another: roborl compare --help (AdaStop).\n" + logs.HELP
     )
 
 
 def parse_args(argv: Sequence[str]) -> tuple[ReportOptions, list[str], dict[str, str]]:
-    """Run directories (arguments without '='), `--label NAME=GLOB` groups, then key=value
-    options (or --flag value)."""
-    from roborl.core.cli import command_options
+    """Run directories (arguments without '='), `label.NAME=GLOB` groups, then key=value
+    options (the older `--flag value` spellings with a deprecation warning)."""
+    import sys
+
+    from roborl.core.cli import command_options, deprecated_flags
+    from roborl.core.compose import override_key, override_value, parse_overrides
 
     args: list[str] = []
-    labels: dict[str, str] = {}
     it = iter(argv)
-    for a in it:
+    for a in it:  # --label NAME=GLOB -> label.NAME=GLOB
         if a == "--label" or a.startswith("--label="):
             spec = a.split("=", 1)[1] if a.startswith("--label=") else next(it, "")
             name, sep, pattern = spec.partition("=")
             if not (name and sep and pattern):
                 raise ConfigError(
-                    f"roborl report: --label {spec!r} must be NAME=GLOB, e.g. "
-                    "--label 'fast=runs/a*'."
+                    f"roborl report: --label {spec!r} must be NAME=GLOB; write "
+                    "label.NAME=GLOB, e.g. label.fast='runs/a*'."
                 )
-            labels[name] = pattern
-        elif a in LEGACY_FLAGS:
-            value = next(it, None)
-            if value is None:
-                raise ConfigError(f"roborl report: {a} needs a value.")
-            args.append(f"{LEGACY_FLAGS[a]}={value}")
-        elif a == "--no-plots":
-            args.append("plots=false")
-        elif a.startswith("--") and "=" in a and a.split("=", 1)[0] in LEGACY_FLAGS:
-            key, value = a.split("=", 1)
-            args.append(f"{LEGACY_FLAGS[key]}={value}")
+            print(
+                f"roborl report: warning: '--label {spec}' is deprecated and goes in the next "
+                f"release; write 'label.{name}={pattern}'.",
+                file=sys.stderr,
+            )
+            args.append(f"label.{name}={pattern}")
         else:
             args.append(a)
+    args = deprecated_flags(args, DEPRECATED, "report")
     run_dirs = [a for a in args if "=" not in a and not a.startswith("-")]
-    opts, _ = command_options(ReportOptions, [a for a in args if a not in run_dirs], "report")
+    given = [a for a in args if a.startswith("label.")]
+    labels: dict[str, str] = {}
+    for arg, ov in zip(given, parse_overrides(given, "report"), strict=True):
+        name, value = override_key(ov)[len("label.") :], override_value(ov)
+        if not name or "." in name or not isinstance(value, str) or not value:
+            raise ConfigError(
+                f"roborl report: {arg!r} must be label.NAME=GLOB, e.g. label.fast='runs/a*'."
+            )
+        labels[name] = value
+    rest = [a for a in args if a not in run_dirs and a not in given]
+    opts, _ = command_options(ReportOptions, rest, "report")
     if not run_dirs and not labels:
         raise ConfigError(
             "roborl report: give one or more run directories (or folders holding them), "

@@ -106,6 +106,7 @@ class Method:
 
 
 def compare_help() -> str:
+    from roborl.core.cli import logs
     from roborl.core.help import field_lines, section
 
     return (
@@ -129,7 +130,7 @@ def compare_help() -> str:
         "alpha*k/K: at alpha=0.05 n=5 (2/252) can stop after one group when K <= 6,\n"
         "n=6 (2/924) when K <= 23; n=4 (2/70) cannot before the second group.\n"
         "AdaStop needs a fixed K: running the same command with a larger max_groups= is a\n"
-        "new test (give a new out=)."
+        "new test (give a new out=).\n" + logs.HELP
     )
 
 

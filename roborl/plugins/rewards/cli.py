@@ -2,97 +2,149 @@
 
 from __future__ import annotations
 
-import inspect
+import dataclasses
 import json
 import sys
-from typing import Any
+from dataclasses import dataclass, field
 
+from roborl.core.config import rng
 from roborl.core.errors import ConfigError
 
-USAGE = """usage:
-  roborl reward train data=PATH out=DIR|FILE.pt [key=value ...]
-  roborl reward relabel data=PATH fired=RUN_DIR/reward_fired out=DIR [model=OLD] [key=value ...]
 
-  data=         dataset(s) with camera frames: `roborl demos record` output (success frames
-                = positives, others = negatives), any roborl dataset (.npz/.hdf5/Minari), or
-                a labelled-frames NPZ (frames or frames/<camera> uint8 + labels 0/1);
-                a list data=[a.npz,b.npz] concatenates
-  out=          model folder (model.safetensors + config.json + README.md) or one .pt file
-  keys=         camera keys to classify (default: every uint8 camera entry)
-  steps=        gradient steps (default 300)
-  batch_size=   frames per step, half success, half not (default 64)
-  lr=           Adam learning rate (default 3e-4)
-  val_fraction= share of each class held out for the accuracy report (default 0.2)
-  augment=      DrQ random shift of 4 pixels (default true)
-  hidden=       width of the head (default 256)
-  conv_strides= strides of the 3x3 convolutions, e.g. [2,1,1,1] (default [2,2,2,1] for
-                frames of 64 px and more, [2,1,1,1] under 64 px)
-  seed=         seed of the split, the sampling and the network (default 0)
-  threshold=    p(success) at which the held-out TPR/TNR are reported: the reward.threshold
-                the runs will use (default 0.5)
+@dataclass
+class TrainOptions:
+    """`roborl reward train` keys (the arguments of `train_classifier`, with its defaults)."""
 
-  relabel: retrain with the frames a run's classifier fired on as extra negatives (SERL's
-  hard negatives); same keys as train, plus
-  fired=        a run's reward_fired/ folder (written by every run with reward=)
-  fired_labels= env: negatives are the fired frames where the env reported no success (sim);
-                negative: all fired frames (a person judged those episodes failed)
-  model=        the classifier that fired, to report its false-positive rate on them
+    data: str | list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "dataset(s) with camera frames: `roborl demos record` output (success "
+            "frames = positives, others = negatives), any roborl dataset (.npz/.hdf5/Minari), "
+            "or a labelled-frames NPZ (frames or frames/<camera> uint8 + labels 0/1); a list "
+            "data=[a.npz,b.npz] concatenates (required)"
+        },
+    )
+    out: str | None = field(
+        default=None,
+        metadata={
+            "help": "model folder (model.safetensors + config.json + README.md) or one .pt "
+            "file (required)"
+        },
+    )
+    keys: list[str] | None = field(
+        default=None,
+        metadata={"help": "camera keys to classify (null: every uint8 camera entry)"},
+    )
+    steps: int = field(default=300, metadata=rng(1, None, "gradient steps"))
+    batch_size: int = field(
+        default=64, metadata=rng(1, None, "frames per step, half success, half not")
+    )
+    lr: float = field(default=3e-4, metadata=rng(0.0, None, "Adam learning rate"))
+    val_fraction: float = field(
+        default=0.2,
+        metadata=rng(0.0, None, "share of each class held out for the accuracy report, < 1"),
+    )
+    augment: bool = field(default=True, metadata={"help": "DrQ random shift of 4 pixels"})
+    hidden: int = field(default=256, metadata=rng(1, None, "width of the head"))
+    seed: int = field(default=0, metadata={"help": "seed of the split, sampling and network"})
+    threshold: float = field(
+        default=0.5,
+        metadata=rng(
+            0.0,
+            1.0,
+            "p(success) at which the held-out TPR/TNR are reported: the "
+            "reward.threshold the runs will use",
+        ),
+    )
+    conv_strides: list[int] | None = field(
+        default=None,
+        metadata={
+            "help": "strides of the 3x3 convolutions, e.g. [2,1,1,1] (null: [2,2,2,1] for "
+            "frames of 64 px and more, [2,1,1,1] under 64 px)"
+        },
+    )
 
-Then: roborl train ... reward=classifier reward.path=OUT [reward.threshold=0.5]
-      [reward.consecutive=k]  (success only after k frames in a row)
-"""
+
+@dataclass
+class RelabelOptions(TrainOptions):
+    """`roborl reward relabel` keys: train's, plus the run whose classifier fired."""
+
+    fired: str | None = field(
+        default=None,
+        metadata={"help": "a run's reward_fired/ folder (written by every run with reward=)"},
+    )
+    fired_labels: str = field(
+        default="env",
+        metadata={
+            "choices": ["env", "negative"],
+            "help": "env: negatives are the fired frames where the env reported no success "
+            "(sim); negative: all fired frames (a person judged those episodes failed)",
+        },
+    )
+    model: str | None = field(
+        default=None,
+        metadata={"help": "the classifier that fired, to report its false-positive rate"},
+    )
+
+
+OPTIONS = {"train": TrainOptions, "relabel": RelabelOptions}
+
+
+def usage() -> str:
+    from roborl.core.cli import logs
+    from roborl.core.help import field_lines, section
+
+    relabel_only = [
+        line
+        for line in field_lines(RelabelOptions)
+        if line.split("=", 1)[0].strip() in ("fired", "fired_labels", "model")
+    ]
+    return (
+        "usage:\n"
+        "  roborl reward train data=PATH out=DIR|FILE.pt [key=value ...]\n"
+        "  roborl reward relabel data=PATH fired=RUN_DIR/reward_fired out=DIR [model=OLD] "
+        "[key=value ...]\n\n"
+        + section("train keys", field_lines(TrainOptions))
+        + "\nrelabel: retrain with the frames a run's classifier fired on as extra negatives\n"
+        "(SERL's hard negatives); train's keys, plus\n"
+        + section("relabel keys", relabel_only)
+        + "\nThen: roborl train ... reward=classifier reward.path=OUT [reward.threshold=0.5]\n"
+        "      [reward.consecutive=k]  (success only after k frames in a row)\n" + logs.HELP
+    )
 
 
 def main(argv: list[str]) -> int:
     """train a learned reward (success classifier): roborl reward train data=PATH out=DIR"""
+    from roborl.core.cli import command_options
+
     if not argv or any(a in ("-h", "--help") for a in argv):
-        print(USAGE)
+        print(usage())
         return 0 if argv else 2
     cmd, rest = argv[0], argv[1:]
-    if cmd not in ("train", "relabel"):
+    if cmd not in OPTIONS:
         raise ConfigError(
-            f"unknown `roborl reward` command {cmd!r}; accepted: train, relabel.\n{USAGE}"
+            f"unknown `roborl reward` command {cmd!r}; accepted: train, relabel "
+            "(roborl reward --help)."
         )
-    from roborl.core.compose import override_key, override_value, parse_overrides
     from roborl.plugins.rewards.hard_negatives import retrain_with_hard_negatives
     from roborl.plugins.rewards.train import train_classifier
 
-    args: dict[str, Any] = {}
-    for ov in parse_overrides(rest, f"reward {cmd}"):
-        if ov.is_sweep_override() or ov.is_delete():
-            raise ConfigError(f"`roborl reward {cmd}`: {ov.input_line!r} needs one value.")
-        args[override_key(ov)] = override_value(ov)
-    known = set(inspect.signature(train_classifier).parameters) - {"log"}
-    required = ["data", "out"]
-    if cmd == "relabel":
-        known |= {"fired", "fired_labels", "model"}
-        required.append("fired")
-    bad = sorted(set(args) - known)
-    if bad:
-        raise ConfigError(f"unknown `roborl reward {cmd}` key(s) {bad}; accepted: {sorted(known)}.")
-    for key in required:
-        if not args.get(key):
-            raise ConfigError(f"`roborl reward {cmd}` needs {key}=.\n{USAGE}")
-    th = args.get("threshold", 0.5)
-    if isinstance(th, bool) or not isinstance(th, (int, float)) or not 0 <= th <= 1:
-        raise ConfigError(f"threshold={th!r} must be a number in [0, 1].")
-    for key in ("steps", "batch_size", "hidden", "seed"):
-        if key in args and (isinstance(args[key], bool) or not isinstance(args[key], int)):
-            raise ConfigError(f"{key}={args[key]!r} must be an integer.")
-        if key in ("steps", "batch_size", "hidden") and key in args and args[key] < 1:
-            raise ConfigError(f"{key}={args[key]} must be at least 1.")
-    strides = args.get("conv_strides")
-    if strides is not None and (
-        not isinstance(strides, list)
-        or not strides
-        or any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in strides)
+    opts, _ = command_options(OPTIONS[cmd], rest, f"reward {cmd}")
+    for key in ("data", "out", *(("fired",) if cmd == "relabel" else ())):
+        if not getattr(opts, key):
+            raise ConfigError(
+                f"roborl reward {cmd}: {key}= is required (roborl reward --help lists the keys)."
+            )
+    if opts.conv_strides is not None and (
+        not opts.conv_strides or any(x < 1 for x in opts.conv_strides)
     ):
         raise ConfigError(
-            f"conv_strides={strides!r} must be a list of whole numbers >= 1, e.g. [2,1,1,1]."
+            f"conv_strides={opts.conv_strides!r} must be a list of whole numbers >= 1, "
+            "e.g. [2,1,1,1]."
         )
-    vf = args.get("val_fraction", 0.2)
-    if isinstance(vf, bool) or not isinstance(vf, (int, float)) or not 0 <= vf < 1:
-        raise ConfigError(f"val_fraction={vf!r} must be a number in [0, 1).")
+    if opts.val_fraction >= 1:
+        raise ConfigError(f"val_fraction={opts.val_fraction!r} must be a number in [0, 1).")
+    args = dataclasses.asdict(opts)
     args["out"] = str(args["out"])
     log = lambda m: print(m, file=sys.stderr)  # noqa: E731
     if cmd == "relabel":

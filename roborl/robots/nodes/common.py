@@ -54,9 +54,10 @@ def compose_options(
 
 
 def command_help(usage: str, cls: type, groups: str) -> str:
+    from roborl.core.cli import logs
     from roborl.core.help import field_lines, section
 
-    return f"{usage}\n\n{section('Keys', field_lines(cls))}\n{groups}"
+    return f"{usage}\n\n{section('Keys', field_lines(cls))}\n{groups}\n{logs.HELP}"
 
 
 ROS_ARGS_HELP = (

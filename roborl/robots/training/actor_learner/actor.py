@@ -33,9 +33,12 @@ from __future__ import annotations
 import json
 import signal
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from roborl.core.cli import command_options, logs
+from roborl.core.config import rng
 from roborl.core.errors import ConfigError, RobotError
 from roborl.core.stop_signals import STOP_SIGNALS
 from roborl.robots.nodes.common import emit_event, guard_command
@@ -43,47 +46,72 @@ from roborl.robots.training.actor_learner import keys as keyring
 from roborl.robots.training.actor_learner.actor_loop import Actor
 
 
-def parse_args(argv: list[str]) -> dict[str, str]:
-    opts = {
-        "config": "", "learner": "127.0.0.1:5555", "log_dir": "", "send_every": "10", "keys": "",
-    }  # fmt: skip
-    for arg in argv:
-        key, sep, value = arg.partition("=")
-        if not sep or key not in opts:
-            raise ConfigError(
-                f"roborl actor: unknown argument {arg!r}; expected config=PATH learner=HOST:PORT "
-                "[keys=DIR] [log_dir=DIR] [send_every=STEPS] (or `roborl actor keys dir=DIR`)."
-            )
-        opts[key] = value
-    if not opts["config"]:
+@dataclass
+class ActorOptions:
+    """`roborl actor` keys."""
+
+    config: str | None = field(
+        default=None,
+        metadata={
+            "help": "the learner's <run_dir>/actor/config.json (robot, algo and run config) "
+            "(required)"
+        },
+    )
+    learner: str = field(default="127.0.0.1:5555", metadata={"help": "where the learner listens"})
+    log_dir: str | None = field(
+        default=None, metadata={"help": "also append the actor's stats to DIR/actor_stats.jsonl"}
+    )
+    send_every: int = field(
+        default=10, metadata=rng(1, None, "transitions per message to the learner")
+    )
+    keys: str | None = field(
+        default=None,
+        metadata={
+            "help": "the actor's CURVE keys (DIR/actor of `roborl actor keys dir=DIR`); "
+            "required unless the learner is on loopback"
+        },
+    )
+
+
+@dataclass
+class KeysOptions:
+    """`roborl actor keys` keys."""
+
+    dir: str | None = field(
+        default=None, metadata={"help": "a new folder for the two keypairs (required)"}
+    )
+
+
+def parse_args(argv: list[str]) -> ActorOptions:
+    opts, _ = command_options(ActorOptions, argv, "actor")
+    if not opts.config:
         raise ConfigError(
             "roborl actor needs config=PATH (the learner's <run_dir>/actor/config.json)."
         )
     return opts
 
 
-ACTOR_KEYS = """Keys:
-  config=PATH        the learner's <run_dir>/actor/config.json (robot, algo and run config)
-  learner=HOST:PORT  where the learner listens (default 127.0.0.1:5555)
-  log_dir=DIR        also append the actor's stats to DIR/actor_stats.jsonl (default: none)
-  send_every=STEPS   transitions per message to the learner (default 10)
-  keys=DIR           the actor's CURVE keys (DIR/actor of `roborl actor keys dir=DIR`); required
-                     unless the learner is on loopback
+def actor_help() -> str:
+    from roborl.core.help import field_lines, section
 
-`roborl actor keys dir=DIR` writes DIR/learner (for actor_learner.keys=DIR on the learner's
-machine) and DIR/actor (copy it to the robot machine: keys=DIR/actor); secret files are 0600.
-"""
+    return (
+        f"{__doc__}\n"
+        + section("Keys", field_lines(ActorOptions))
+        + "\n`roborl actor keys dir=DIR` writes DIR/learner (for actor_learner.keys=DIR on the "
+        "learner's\nmachine) and DIR/actor (copy it to the robot machine: keys=DIR/actor); "
+        "secret files are 0600.\n"
+        + section("`roborl actor keys` keys", field_lines(KeysOptions))
+        + logs.HELP
+    )
 
 
 def keys_main(argv: list[str]) -> int:
     """`roborl actor keys dir=DIR`: a learner keypair and an actor keypair, each side with the
     other's public key, so exactly this actor can join exactly this learner."""
-    opts = dict(a.partition("=")[::2] for a in argv)
-    if set(opts) != {"dir"} or not opts["dir"]:
-        raise ConfigError(
-            f"roborl actor keys: expected dir=DIR (a new folder for the keys), got {argv}."
-        )
-    root = Path(opts["dir"]).expanduser()
+    opts, _ = command_options(KeysOptions, argv, "actor keys")
+    if not opts.dir:
+        raise ConfigError("roborl actor keys: expected dir=DIR (a new folder for the keys).")
+    root = Path(opts.dir).expanduser()
     if (root / keyring.LEARNER).exists() or (root / keyring.ACTOR).exists():
         raise ConfigError(
             f"roborl actor keys dir={root}: it already holds keys; pick a new folder (replacing "
@@ -101,21 +129,22 @@ def keys_main(argv: list[str]) -> int:
 def actor_main(argv: list[str]) -> int:
     """Run the actor of a `collector=actor_learner` run beside the robot."""
     if any(a in ("-h", "--help") for a in argv):
-        print(f"{__doc__}\n{ACTOR_KEYS}")
+        print(actor_help())
         return 0
     if argv[:1] == ["keys"]:
         return keys_main(argv[1:])
     opts = parse_args(argv)
+    assert opts.config is not None
     try:
-        payload = json.loads(Path(opts["config"]).read_text())
+        payload = json.loads(Path(opts.config).read_text())
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"roborl actor: cannot read config={opts['config']!r} ({exc}).") from exc
+        raise ConfigError(f"roborl actor: cannot read config={opts.config!r} ({exc}).") from exc
     cfg = payload.get("config") if isinstance(payload, dict) else None
     if not isinstance(cfg, dict) or not cfg.get("robot") or not cfg.get("algo"):
         raise ConfigError(
-            f"{opts['config']}: expected {{'config': <run config with robot and algo>}}."
+            f"{opts.config}: expected {{'config': <run config with robot and algo>}}."
         )
-    actor = Actor(cfg, opts["learner"], int(opts["send_every"]), opts["log_dir"], opts["keys"])
+    actor = Actor(cfg, opts.learner, opts.send_every, opts.log_dir or "", opts.keys or "")
 
     def on_signal(signum: int, frame: Any) -> None:
         actor.stop = True
