@@ -231,7 +231,7 @@ def check_core(venv: Venv) -> None:
     used without its extra is a one-line error naming the extra."""
     venv.absent(["vllm", "ray", "transformers", "wandb", "rclpy", "cyclonedds", "triton"])
     venv.py("import safetensors.torch")  # export folders load in the core install
-    assert "all plugins valid" in venv.roborl("plugins", "--check").stdout
+    assert "all plugins valid" in venv.roborl("plugins", "check=true").stdout
     venv.roborl("train", *TINY_TRAIN, "hydra.run.dir=run")
     summary = _summary(venv, "run")
     assert summary["status"] == "finished" and summary["steps"] == 300
@@ -321,7 +321,7 @@ def check_vla(venv: Venv) -> None:
 
 
 def check_ray(venv: Venv) -> None:
-    proc = venv.roborl("tune", "--out", "tune", "--cpus-per-trial", "1", "seed=0", *TINY_TRAIN)
+    proc = venv.roborl("tune", "out=tune", "cpus_per_trial=1", "seed=0", *TINY_TRAIN)
     assert "1/1 trials finished" in proc.stdout
 
 
@@ -389,7 +389,7 @@ def check_all(venv: Venv) -> None:
         "hydra_plugins.hydra_submitit_launcher, onnx, onnxscript, onnxruntime, pyarrow, "
         "gymnasium_robotics, shimmy, dm_control\n"
         "from roborl.core.cli import main\n"
-        "raise SystemExit(main(['plugins', '--check']))"
+        "raise SystemExit(main(['plugins', 'check=true']))"
     )
 
 
