@@ -19,7 +19,7 @@ TORCH_INDEX_ARGS := $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 CORE_STAMP := $(VENV)/.installed-core
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: install install-test train test lint format docs bench clean
+.PHONY: install install-test train test lint typecheck format docs bench clean
 .PHONY: mutants
 
 # Depth 1: what `roborl train` needs. No vLLM, Ray, transformers, wandb, ROS, system package.
@@ -63,6 +63,10 @@ lint: install-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# The public plugin API (pyproject's [tool.mypy] files) under mypy; roborl ships py.typed.
+typecheck: install-test
+	$(BIN)/python -m mypy
+
 format: install-test
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
@@ -72,7 +76,7 @@ format: install-test
 docs: install-test
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
-test: install-test lint docs
+test: install-test lint typecheck docs
 	# Two workers for everything that can share the machine (a module stays on one worker; the
 	# longest modules, by tests/durations.json, start first), then the `serial` tests alone:
 	# they spawn their own workers or measure a rate.
@@ -81,7 +85,7 @@ test: install-test lint docs
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m serial --durations=10
 
 clean:
-	rm -rf $(VENV) runs build/site .pytest_cache .ruff_cache
+	rm -rf $(VENV) runs build/site .pytest_cache .ruff_cache .mypy_cache
 
 # Mutation testing (issue 51), not part of `make test`: mutmut mutates the modules named in
 # pyproject's [tool.mutmut] and runs each mutant against the selected fast tests that call the
