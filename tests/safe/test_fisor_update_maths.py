@@ -7,7 +7,7 @@ docstring lists. Per step, in the official order:
   noise-prediction loss E_t,eps[w ||eps_theta(sqrt(abar_t) a + sqrt(1 - abar_t) eps, s, t) -
   eps||^2], with
       w = 1[V_h(s) <= 0] 1[Q_h(s, a) <= 0] clip(exp(3 (Q_r(s, a) - V_r(s))), 0, 100)
-        + 1[V_h(s) > 0] clip(exp(5 (V_h(s) - Q_h(s, a))), 1, 150),
+        + 1[V_h(s) > 0] clip(exp(5 (V_h(s) - Q_h(s, a))), 0, 150),
   Q_r = min and Q_h = max over the target ensembles; VP beta schedule; Adam with a cosine
   learning rate; the sampling actor an EMA of the trained one;
 - V_r: expectile 0.9 of min_i Q'_r,i (IQL); V_h: *reversed* expectile, weight 1 - tau_h where
@@ -59,10 +59,13 @@ def make(**kw) -> FISOR:
     )  # fmt: skip
     algo = FISOR(obs_space, act_space, cfg)
     algo.reward_scale.fill_(2.5)  # as `prepare(dataset)` would set it
-    with torch.no_grad():  # spread the values so that every branch of the weight is taken
+    # spread the values so that every branch of the weight is taken (V_h's shift -0.4: at -0.3
+    # one time-MLP weight's first gradient was 6e-8 of its leaf's largest, below float32
+    # resolution, and Adam's first step (+-lr whatever |g|) made float32 and float64 differ)
+    with torch.no_grad():
         for net, gain, shift in (
             (algo.q_r, 6.0, 2.0), (algo.q_r_target, 6.0, 2.0), (algo.v_r, 4.0, 0.3),
-            (algo.q_h, 6.0, -1.0), (algo.q_h_target, 6.0, -1.0), (algo.v_h, 6.0, -0.3),
+            (algo.q_h, 6.0, -1.0), (algo.q_h_target, 6.0, -1.0), (algo.v_h, 6.0, -0.4),
         ):  # fmt: skip
             net.head.weight.mul_(gain)
             net.head.bias.add_(shift)
@@ -159,7 +162,7 @@ class Reference:
                 * torch.exp(cfg.reward_temperature * (q_r - v_r)).clamp(0, cfg.reward_weight_clip)
             )
             w_infeas = (v_h > 0).double() * torch.exp(cfg.cost_temperature * (v_h - q_h)).clamp(
-                1, cfg.cost_weight_clip
+                0, cfg.cost_weight_clip
             )
             w = w_feas + w_infeas
         gen_state = torch.get_rng_state()
@@ -212,6 +215,7 @@ def test_fisor_update_equals_the_equations(cost_scale: float) -> None:
     ref = Reference(algo)
     gen = torch.Generator().manual_seed(1)
     seen = {"feasible": 0.0, "infeasible": 0.0, "qh_veto": 0.0, "clip_r": 0.0, "clip_c": 0.0}
+    seen["infeasible_below_1"] = 0.0  # official clip(., 0, cost_ub): unsafe actions fade to 0
     for step in range(DECAY + 1):  # the last actor step runs at learning rate 0
         batch = random_batch(gen)
         torch.manual_seed(100 + step)
@@ -232,6 +236,7 @@ def test_fisor_update_equals_the_equations(cost_scale: float) -> None:
         seen["qh_veto"] += float((feas & (w == 0)).sum())
         seen["clip_r"] += float((feas & (w == algo.config.reward_weight_clip)).sum())
         seen["clip_c"] += float((~feas & (w == algo.config.cost_weight_clip)).sum())
+        seen["infeasible_below_1"] += float((~feas & (w < 1)).sum())
     # every branch of the weight was exercised on these batches
     assert all(n > 0 for n in seen.values()), seen
     for name in ("actor", "actor_t", "critic", "target", "value"):

@@ -17,8 +17,11 @@ the official JAX code (github.com/ZhengYinan-AIR/FISOR, ``jaxrl5/agents/fisor/fi
 3. Policy extraction as weighted diffusion behaviour cloning (Sec. 3.3, eq. 13-15): DDPM,
    T = 5, VP beta schedule, noise-prediction loss (summed over action dims) weighted by
        w = 1[V_h(s) <= 0] 1[Q_h(s,a) <= 0] clip(exp(3 (Q_r(s,a) - V_r(s))), 0, 100)
-         + 1[V_h(s) > 0] clip(exp(5 (V_h(s) - Q_h(s,a))), 1, 150)
+         + 1[V_h(s) > 0] clip(exp(5 (V_h(s) - Q_h(s,a))), 0, 150)
    with Q_r, Q_h from the target critics (energy-guided: no time-dependent classifier).
+   The infeasible branch is clipped below at 0 as the official code (fisor.py:479, since its
+   commit 6164990; its first commit clipped at 1, which clones every action of an infeasible
+   state, however unsafe, at weight >= 1).
    Noise model: the official ``ln_resnet`` (IDQL's MLPResNet: 3 blocks of width 256, 4x
    expansion, LayerNorm, dropout 0.1, Mish) with learnable Fourier time features -> MLP(128,
    128); Adam 3e-4 with cosine decay over 3e6 steps; sampling uses an EMA of the actor
@@ -33,6 +36,9 @@ Remaining deviations (everything else matches the official defaults):
 - Timeouts: the official code treats time-limit truncations as terminal for both Q_r and Q_h
   (``masks = 1 - (terminals | timeouts)``); here only true terminals stop bootstrapping, as
   the rest of roborl does (Batch.terminated).
+- Reward scale: T is the longest dataset episode and R_max, R_min the dataset's episode
+  returns; the official code uses the env's time limit and DSRL's reference returns (the same
+  where the data holds a timed-out episode and the references come from that data).
 - Dropout in the noise model is applied only while training (as the official ``training``
   flag); the EMA actor samples without it.
 - Paper-scale training is 1e6 steps; the number of steps is the caller's choice.
@@ -40,6 +46,13 @@ Remaining deviations (everything else matches the official defaults):
   actions. With h = +25 for violations and tau_h = 0.9, a state where half the data's actions
   are safe and half lead to violation can get V_h > 0 (e.g. a gamma = 0.9 chain: V_h = +1.1);
   `cost_scale=1` or a higher `cost_expectile` makes such states feasible.
+- Note (not a deviation): h is flat (= cost_scale) inside the violation set, so Q_h ranks no
+  way out of a hazard above staying in it: FISOR avoids entering, it does not minimise time
+  inside. And its safety at evaluation rests on Q_h generalising to the policy's own states:
+  on `SafePointGoal-v0` with 40 scripted episodes, Q_h flags 96% of the behaviour data's
+  states within 10 steps of a hazard on unseen layouts, yet at 7 of the 8 hazard entries of
+  trained policies we traced its chosen sample had Q_h between -1.1 and -0.07 ("safe") one
+  step before. That, not the update, is where a trained FISOR's cost comes from there.
 - Official per-task overrides (e.g. its PointRobot: temperatures 2/5, N = 8) are not applied:
   roborl's tasks are not those tasks, so the general defaults are used.
 """
@@ -253,7 +266,9 @@ class FISOR(Algorithm):
             feasible = vh <= 0
             w_r = (cfg.reward_temperature * (q_r_t - v_r)).exp().clamp(0.0, cfg.reward_weight_clip)
             w_r = w_r * (q_h_t <= 0).float()
-            w_c = (cfg.cost_temperature * (vh - q_h_t)).exp().clamp(1.0, cfg.cost_weight_clip)
+            # official clip(., 0, cost_ub) (fisor.py:479); its first commit clipped at 1, which
+            # cloned every infeasible-region action, however unsafe, at weight >= 1
+            w_c = (cfg.cost_temperature * (vh - q_h_t)).exp().clamp(0.0, cfg.cost_weight_clip)
             weight = torch.where(feasible, w_r, w_c)
         if cfg.actor_decay_steps > 0:  # optax.cosine_decay_schedule(actor_lr, decay_steps)
             frac = min(self.updates, cfg.actor_decay_steps) / cfg.actor_decay_steps
