@@ -1,4 +1,11 @@
-"""Deterministic evaluation episodes: returns, lengths, costs (safe tasks) and successes."""
+"""Deterministic evaluation episodes: returns, lengths, costs (safe tasks) and successes.
+
+Success, where the env reports it (``info["success"]`` or ``info["is_success"]``), is counted
+two ways: at the end (`success_rate`: the last step's flag, Fetch's and Gymnasium-Robotics'
+standard) and at any step (`success_any_rate`: the flag was set on some step of the episode,
+what an episode that ends on its first success, as HIL-SERL's training episodes do, scores).
+A policy that pushes the block onto the goal and knocks it off again counts in the second
+only."""
 
 from __future__ import annotations
 
@@ -20,12 +27,12 @@ def evaluate(
 
     The same seeds at every evaluation make points on a learning curve comparable.
     """
-    returns, lengths, costs, successes = [], [], [], []
+    returns, lengths, costs, successes, any_successes = [], [], [], [], []
     for i in range(episodes):
         if reset_policy is not None:
             reset_policy()
         obs, _ = env.reset(seed=seed + i)
-        done, ep_ret, ep_len, ep_cost, success = False, 0.0, 0, 0.0, None
+        done, ep_ret, ep_len, ep_cost, success, any_success = False, 0.0, 0, 0.0, None, False
         while not done:
             action = act(obs)
             obs, reward, terminated, truncated, info = env.step(action)
@@ -35,12 +42,14 @@ def evaluate(
                 ep_cost += float(info["cost"])
             if "success" in info or "is_success" in info:
                 success = bool(info.get("success", info.get("is_success")))
+                any_success = any_success or success
             done = terminated or truncated
         returns.append(ep_ret)
         lengths.append(ep_len)
         costs.append(ep_cost)
         if success is not None:
             successes.append(success)
+            any_successes.append(any_success)
     result: dict[str, Any] = {
         "returns": returns,
         "lengths": lengths,
@@ -53,6 +62,7 @@ def evaluate(
         result["cost_mean"] = float(np.mean(costs))
     if successes:
         result["success_rate"] = float(np.mean(successes))
+        result["success_any_rate"] = float(np.mean(any_successes))
     return result
 
 
@@ -71,6 +81,8 @@ def eval_metrics(result: dict[str, Any]) -> dict[str, float]:
         out["eval/cost_mean"] = result["cost_mean"]
     if "success_rate" in result:
         out["eval/success_rate"] = result["success_rate"]
+    if "success_any_rate" in result:
+        out["eval/success_any_rate"] = result["success_any_rate"]
     for key, value in result.items():
         if key.startswith("normalized_"):
             out[f"eval/{key}"] = value

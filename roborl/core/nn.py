@@ -230,8 +230,11 @@ def load_optimizer_state(optimizer: torch.optim.Optimizer, state: Mapping[str, A
 def polyak_update(
     target: Iterable[torch.Tensor], source: Iterable[torch.Tensor], tau: float
 ) -> None:
-    """target <- (1 - tau) target + tau source, fused over all tensors."""
-    torch._foreach_lerp_(list(target), list(source), tau)
+    """target <- (1 - tau) target + tau source, fused over all tensors (none: a no-op, e.g.
+    the encoder of a state-only observation)."""
+    targets = list(target)
+    if targets:
+        torch._foreach_lerp_(targets, list(source), tau)
 
 
 class ActionScaler:

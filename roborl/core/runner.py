@@ -198,7 +198,7 @@ class Runner:
             "git_sha": git_sha(),
         }
         if last is not None:
-            for key in ("cost_mean", "success_rate", "normalized_score"):
+            for key in ("cost_mean", "success_rate", "success_any_rate", "normalized_score"):
                 if key in last:
                     summary[f"final_eval_{key}"] = last[key]
         write_summary(self.run_dir, summary)

@@ -17,7 +17,21 @@ channel:
   stores the person's action, flags it, and copies it to the demo buffer.
 
 Robot time is the env's step count times its `dt` (no wall clock). Only the training envs get
-the person: evaluation runs the policy alone. Config (every key checked, unknown keys refused)::
+the person: evaluation runs the policy alone.
+
+A fading person (`taper_episodes` > 0, issue 48): HIL-SERL's operators step in often early
+and rarely late. The drift rule alone does not fade: on a push it fires during the approach
+behind the block (the block-to-goal distance does not shrink there), however good the policy.
+With `taper_episodes` = N, each takeover the rule calls for goes ahead with probability
+``max(taper_floor, 1 - s)``, `s` the success rate (the task's flag at the episode's end) over
+the last N training episodes, and is otherwise declined (the rule starts a new window). A
+policy that succeeds is left alone more and more; one that fails, including after the person
+steps back, brings the person back. The draws come from the person's own generator, seeded by
+the first `reset(seed=...)`, so the env's stream is untouched. `train/intervention_rate` over
+the run shows the fade. Off by default: it is not yet measured to help the state gate
+(benchmarks/results/hil_manipulation_gate.md).
+
+Config (every key checked, unknown keys refused)::
 
     scripted_person:
       tolerance: 0.05        # task error counted as done (no takeover)
@@ -27,10 +41,13 @@ the person: evaluation runs the policy alone. Config (every key checked, unknown
       max_takeover_s: 1.0    # release after this much robot time in control
       intervention: null     # the teleop mapping (robot.intervention's keys); null: Joy,
                              # axis i -> action i, dead-man button 0, timeout_s 60
+      taper_episodes: 0      # fade with the success of the last this many episodes; 0: never
+      taper_floor: 0.1       # the fading person's lowest takeover probability
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,6 +70,13 @@ class ScriptedPersonConfig:
     max_takeover_s: float = field(default=1.0, metadata=rng(1e-6, None, "release after, s"))
     intervention: dict[str, Any] | None = field(
         default=None, metadata={"help": "teleop mapping (robot.intervention keys)"}
+    )
+    taper_episodes: int = field(
+        default=0,
+        metadata=rng(0, 100_000, "fade: takeover prob. 1 - success of the last N episodes; 0 off"),
+    )
+    taper_floor: float = field(
+        default=0.1, metadata=rng(0.0, 1.0, "fade: lowest takeover probability")
     )
 
 
@@ -85,15 +109,31 @@ class ScriptedPerson(gym.Wrapper):
         self.teleop = Teleop(channel)
         self.dt = float(getattr(task, "dt", 1.0))
         self._t = 0.0
+        self.taper_episodes, self.taper_floor = config.taper_episodes, config.taper_floor
+        self.outcomes: deque[bool] = deque(maxlen=max(1, config.taper_episodes))
+        self._rng = np.random.default_rng(0)
+        self._seeded = False
+
+    def takeover_probability(self) -> float:
+        """The chance a takeover the drift rule calls for goes ahead: 1 without `taper_episodes`
+        (or before the first episode ends), else max(floor, 1 - recent success rate)."""
+        if not self.taper_episodes or not self.outcomes:
+            return 1.0
+        return max(self.taper_floor, 1.0 - float(np.mean(self.outcomes)))
 
     def reset(self, **kwargs: Any) -> Any:
         self.rule.reset()
         self._t = 0.0
+        if kwargs.get("seed") is not None and not self._seeded:
+            self._rng, self._seeded = np.random.default_rng(int(kwargs["seed"]) + 7919), True
         return self.env.reset(**kwargs)
 
     def step(self, action: np.ndarray) -> Any:
         task = self.env.unwrapped
-        self.rule.update(self._t, float(task.progress()))
+        event = self.rule.update(self._t, float(task.progress()))
+        takeover = event is not None and event[0] == "takeover"
+        if takeover and self.taper_episodes and self._rng.random() >= self.takeover_probability():
+            self.rule.reset()  # declined: the policy goes on, the rule starts a new window
         expert = np.asarray(task.expert_action(), np.float64)
         self.teleop.on_message(self.writer.message(expert, self.rule.intervening))
         command = self.teleop.command()
@@ -103,6 +143,8 @@ class ScriptedPerson(gym.Wrapper):
         obs, reward, terminated, truncated, info = self.env.step(executed)
         self._t += self.dt
         info = {**info, "executed_action": executed, "intervened": command is not None}
+        if terminated or truncated:
+            self.outcomes.append(bool(info.get("success", info.get("is_success", False))))
         return obs, reward, terminated, truncated, info
 
 

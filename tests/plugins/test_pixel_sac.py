@@ -273,3 +273,25 @@ def test_a_checkpoint_of_unfused_adam_loads_into_the_fused_optimisers_and_trains
     assert new.critic_opt.state_dict()["state"][0]["step"].item() == 4  # critic_steps rows
     new.update(batch(32))
     assert new.critic_opt.state_dict()["state"][0]["step"].item() == 8
+
+
+def test_a_state_only_dict_learns_without_an_encoder_issue_48s_state_gate() -> None:
+    """The state gate runs the same algorithm on the state alone (no camera: no conv, no
+    augmentation); the critic still fits a fixed batch's targets."""
+    states = gym.spaces.Dict({"state": gym.spaces.Box(-1.0, 1.0, (3,), np.float32)})
+    torch.manual_seed(0)
+    cheap = {"num_critics": 2, "critic_subsample": None, "critic_steps": 1}
+    config = build_config(RLPDConfig, {"hidden_sizes": [32, 32], "batch_size": 16, **cheap})
+    algo = RLPD(states, ACT, config)
+    assert algo.encoder.out_dim == 3 and not list(algo.encoder.parameters())
+    g = torch.Generator().manual_seed(0)
+    fixed = Batch(
+        obs={"state": torch.rand(16, 3, generator=g)}, actions=torch.rand(16, 2, generator=g),
+        rewards=torch.rand(16, generator=g), next_obs={"state": torch.rand(16, 3, generator=g)},
+        terminated=torch.ones(16),
+    )  # fmt: skip
+    first = float(algo.update(fixed)["critic_loss"])
+    for _ in range(100):
+        last = float(algo.update(fixed)["critic_loss"])
+    assert last < 0.2 * first
+    assert algo.policy().act({"state": np.zeros(3, np.float32)}).shape == (2,)

@@ -9,6 +9,7 @@ import glob
 import json
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pytest
 from cli_runner import roborl
@@ -18,7 +19,7 @@ from roborl.core.compose import compose_dict
 from roborl.core.envs import make_env, make_vec_env
 from roborl.core.errors import ConfigError
 from roborl.core.plugins import get_host
-from roborl.sim.scripted_person import ScriptedPerson, ScriptedPersonConfig
+from roborl.sim.scripted_person import ScriptedPerson, ScriptedPersonConfig, with_scripted_person
 from roborl.sim.tabletop.env import TabletopEnv
 
 SMALL = {"obs_mode": "pixels_state", "tasks": [0], "image_size": 16, "max_episode_steps": 50}
@@ -107,3 +108,75 @@ def test_train_stores_the_persons_actions_flagged_and_in_the_demo_buffer(
         n_demos = int(z["rewards"].shape[0])
     flags = buf["extras"]["intervened"][: buf["size"]].numpy()
     assert flags.sum() > 0 and buf["size"] == n_demos + flags.sum()
+
+
+class Line(gym.Env):
+    """A 1-D task for the person: move x from 3 to within 0.25 of 0 in 40 steps (0.5 a step);
+    `progress` is |x|, the expert moves straight to 0."""
+
+    dt = 0.1
+    observation_space = gym.spaces.Box(-10.0, 10.0, (1,), np.float32)
+    action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.x, self.t = 3.0, 0
+        return np.array([self.x], np.float32), {}
+
+    def step(self, action):
+        self.x = float(np.clip(self.x + 0.5 * float(np.asarray(action).reshape(-1)[0]), -9, 9))
+        self.t += 1
+        success = abs(self.x) < 0.25
+        obs = np.array([self.x], np.float32)
+        return obs, float(success), False, self.t >= 40, {"success": success}
+
+    def progress(self) -> float:
+        return abs(self.x)
+
+    def expert_action(self) -> np.ndarray:
+        return np.array([np.clip(-self.x / 0.5, -1.0, 1.0)], np.float32)
+
+
+def intervention_rates(policy: str, taper_episodes: int, episodes: int = 24) -> list[float]:
+    """Per episode, the share of steps the person drove. `late`: stalls 15 steps (the drift
+    rule fires, as on a push's approach behind the block), then solves the task; `away`:
+    pushes x away from the goal (fails whenever the person lets go)."""
+    config = ScriptedPersonConfig(window_s=0.4, taper_episodes=taper_episodes, taper_floor=0.1)
+    env = ScriptedPerson(Line(), config)
+    rates = []
+    for ep in range(episodes):
+        env.reset(seed=ep)
+        flags = []
+        while True:
+            inner = env.unwrapped
+            if policy == "late":
+                act = np.zeros(1) if inner.t < 15 else inner.expert_action()
+            else:
+                act = np.sign([inner.x or 1.0])
+            _, _, terminated, truncated, info = env.step(np.asarray(act, np.float32))
+            flags.append(info["intervened"])
+            if terminated or truncated:
+                break
+        rates.append(float(np.mean(flags)))
+    return rates
+
+
+def test_a_fading_person_steps_in_less_on_a_policy_that_succeeds() -> None:
+    """`taper_episodes` (issue 48): the drift rule alone keeps taking over from a policy that
+    stalls before it succeeds; the fading person steps back as episodes succeed, keeps
+    stepping in on one that fails, and the draws repeat with the seeds."""
+    plain = intervention_rates("late", taper_episodes=0)
+    faded = intervention_rates("late", taper_episodes=4)
+    failing = intervention_rates("away", taper_episodes=4)
+    assert np.mean(plain[:4]) > 0 and np.mean(plain[-8:]) == pytest.approx(np.mean(plain[:4]))
+    assert np.mean(faded[-8:]) < 0.5 * np.mean(plain[-8:])
+    assert np.mean(faded[-8:]) < 0.5 * np.mean(failing[-8:])
+    assert np.mean(failing[-8:]) > 0.5 * np.mean(failing[:4])  # a failing policy keeps it
+    assert faded == intervention_rates("late", taper_episodes=4)
+
+
+def test_fading_person_options_are_checked() -> None:
+    with pytest.raises(ConfigError, match="taper_floor"):
+        with_scripted_person({"scripted_person": {"taper_floor": 1.5}}, Line)
+    with pytest.raises(ConfigError, match="taper_episodes"):
+        with_scripted_person({"scripted_person": {"taper_episodes": -1}}, Line)

@@ -11,7 +11,7 @@ from roborl.core.compose import compose_dict
 from roborl.core.envs import env_factory
 from roborl.core.errors import ConfigError
 from roborl.core.plugins import get_host
-from roborl.sim.benchmarks.fetch_pixels import FetchPixelEnv
+from roborl.sim.benchmarks.fetch_pixels import WORKSPACE, FetchPixelEnv
 
 
 def success_rate(env: FetchPixelEnv, act, episodes: int) -> float:
@@ -176,3 +176,43 @@ def test_playing_on_after_success_gives_many_success_frames_and_the_expert_holds
     assert steps == 40
     assert sum(successes) >= 10 and successes[-1]  # reached the goal and stayed there
     assert held and max(held) == 0.0
+
+
+def test_without_a_camera_the_state_carries_the_block_issue_48s_state_gate() -> None:
+    """`cameras=[]` with `privileged_block=true`: a Dict of the state alone (the block's
+    position and its offset from the gripper included), no frame rendered; without the
+    block in the state it is refused (nothing would show the block)."""
+    env = FetchPixelEnv("push", cameras=[], privileged_block=True)
+    obs, _ = env.reset(seed=0)
+    assert list(obs) == ["state"] and env.observation_space.contains(obs)
+    block = env._raw["observation"][3:6]
+    np.testing.assert_allclose(obs["state"][10:13], block, atol=1e-6)
+    with pytest.raises(ConfigError, match=r"cameras=\[\].*privileged_block=true"):
+        FetchPixelEnv("push", cameras=[])
+
+
+def test_the_workspace_box_keeps_the_gripper_inside() -> None:
+    """HIL-SERL's workspace box (`workspace=`): random moves that take the gripper out of the
+    box without it keep it inside with it (Fetch's mocap tracks the target within 1 cm), and
+    every executed move's target lies inside the box."""
+    box = np.array(WORKSPACE)
+
+    def gripper_path(workspace) -> np.ndarray:
+        env = FetchPixelEnv("push", cameras=[], privileged_block=True, workspace=workspace)
+        env.reset(seed=0)
+        rng, path = np.random.default_rng(0), []
+        for _ in range(40):
+            move = rng.uniform(-1, 1, 4).astype(np.float32)
+            move[2] = 1.0  # upwards: out of the box's 15 cm within a few steps
+            if workspace is not None:
+                target = env._raw["observation"][:3] + 0.05 * env.clip_to_workspace(move[:3])
+                assert np.all(target >= box[:3] - 1e-6) and np.all(target <= box[3:] + 1e-6)
+            env.step(move)
+            path.append(env._raw["observation"][:3].copy())
+        return np.array(path)
+
+    free, boxed = gripper_path(None), gripper_path(WORKSPACE)
+    assert free[:, 2].max() > box[5] + 0.1
+    assert np.all(boxed >= box[:3] - 0.01) and np.all(boxed <= box[3:] + 0.01)
+    with pytest.raises(ConfigError, match="workspace"):
+        FetchPixelEnv("push", workspace=[0, 0, 0, 1, 1])

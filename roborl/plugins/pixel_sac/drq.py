@@ -52,6 +52,10 @@ Two algorithms with these defaults:
   LayerNorm in actor and critics, target min over 2 of 10 critics, no entropy backup,
   temperature from 1e-2, target entropy -dim(A)/2.
 
+A Dict of states alone (no camera key) is accepted too: the encoder is then the identity on
+the concatenated states and nothing is augmented, so the same algorithm runs on the task's
+state (issue 48's state gate, `env.kwargs.cameras=[]` on the Fetch tasks).
+
 Deviations (each a config value where it is one):
 
 - Encoder: one conv net per camera key, shared by actor and critic, followed by a shared

@@ -131,9 +131,15 @@ class ObsEncoder(nn.Module):
         self.state_dim = int(sum(np.prod(space[k].shape) for k in self.state_keys))
         self.out_dim = feature_dim * len(self.image_keys) + self.state_dim
 
+        # Weights-free marker of the features' dtype when there is no camera (a state-only
+        # Dict: `dtype` follows the module's casts through this buffer).
+        self.register_buffer("_dtype_marker", torch.zeros(0), persistent=False)
+
     @property
     def dtype(self) -> torch.dtype:
         """The features' floating dtype: the trunks' weights' (float32 unless cast)."""
+        if not self.trunks:
+            return self._dtype_marker.dtype
         return next(iter(self.trunks.values()))[0].weight.dtype
 
     def images(self, obs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -150,15 +156,20 @@ class ObsEncoder(nn.Module):
     ) -> torch.Tensor:
         """Features from channels-first `images` (see `images`) and the state keys of `obs`."""
         parts = self.image_features(images)
-        b = parts[0].shape[0]
-        parts += [obs[k].reshape(b, -1).to(parts[0].dtype) for k in self.state_keys]
+        b = parts[0].shape[0] if parts else obs[self.state_keys[0]].shape[0]
+        parts += [obs[k].reshape(b, -1).to(self.dtype) for k in self.state_keys]
         return torch.cat(parts, dim=-1)
 
 
 def require_pixel_space(space: gym.Space, algo: str) -> gym.spaces.Dict:
-    """The observation space as a Dict with at least one image key, or a ConfigError."""
+    """The observation space as a Dict (camera images beside Box states), or a ConfigError.
+
+    A Dict of states only (no camera; e.g. `env=fetch_push_pixels env.kwargs.cameras=[]
+    env.kwargs.privileged_block=true`, issue 48's state gate) is accepted: the same algorithm
+    then learns from the states alone (no encoder, no augmentation), which separates its RL
+    from its vision. A flat vector space is refused with a pointer to algo=sac."""
     keys: Sequence[str] = image_keys(space)
-    if not isinstance(space, gym.spaces.Dict) or not keys:
+    if not isinstance(space, gym.spaces.Dict) or not space.spaces:
         raise ConfigError(
             f"algo={algo} learns from camera images: it needs a Dict observation space with at "
             "least one uint8 image entry of shape (H, W, C) or (k, H, W, C), but the env's "

@@ -23,6 +23,12 @@ turns a Fetch task into that setting:
   success the expert holds still (noise still moves it), so a run that plays on keeps the
   block at the goal.
 
+``workspace=[x_low, y_low, z_low, x_high, y_high, z_high]`` (metres, world frame) is
+HIL-SERL's workspace box: each move is shortened so the gripper's target stays inside it
+(without it a policy's gripper drifts up to 0.5 m from the table; issue 48). A box around
+the blocks' and goals' square (15 cm about the table centre, `WORKSPACE`) with 5 cm to spare,
+from the table to 15 cm above it, is `WORKSPACE`.
+
 The inner env is built with ``gymnasium.make`` and used unwrapped (this class keeps the time
 limit), so ``env.unwrapped`` is this class and `roborl demos record policy=expert` finds the
 expert.
@@ -72,6 +78,12 @@ appended to the state only with ``privileged_block=True``, a diagnostic that tak
 block away from vision (not HIL-SERL's setting, where only the camera sees the object)."""
 _WORKSPACE_CENTRE = np.array(CAMERA["lookat"])  # the table's centre, where blocks and goals lie
 _WORKSPACE_HALF_SIZE = 0.15  # Fetch samples blocks and goals within 15 cm of the start
+WORKSPACE = [
+    *(_WORKSPACE_CENTRE[:2] - _WORKSPACE_HALF_SIZE - 0.05), 0.40,
+    *(_WORKSPACE_CENTRE[:2] + _WORKSPACE_HALF_SIZE + 0.05), 0.57,
+]  # fmt: skip
+"""A workspace box for ``workspace=``: the 30 cm square where blocks and goals lie with 5 cm to
+spare, z from just under the block's centre on the table (0.425 m) to 15 cm above it."""
 
 
 def _units(n: int, positions: list[int], offsets: list[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -103,6 +115,7 @@ class FetchPixelEnv(gym.Env):
         end_on_success: bool = True,
         privileged_block: bool = False,
         normalized_state: bool = False,
+        workspace: Sequence[float] | None = None,
         cameras: Sequence[str] | str = ("front",),
     ) -> None:
         if task not in TASKS:
@@ -113,10 +126,20 @@ class FetchPixelEnv(gym.Env):
             raise ConfigError("FetchPixelEnv privileged_block=true needs task=push (a block)")
         cameras = [cameras] if isinstance(cameras, str) else list(cameras)
         unknown = [c for c in cameras if c not in CAMERAS]
-        if not cameras or unknown or len(set(cameras)) < len(cameras):
+        if unknown or len(set(cameras)) < len(cameras):
             raise ConfigError(
-                f"FetchPixelEnv cameras={cameras}: give distinct names out of "
-                f"{', '.join(CAMERAS)} (at least one)"
+                f"FetchPixelEnv cameras={cameras}: give distinct names out of {', '.join(CAMERAS)}"
+            )
+        if not cameras and not privileged_block:
+            raise ConfigError(
+                "FetchPixelEnv cameras=[] (no camera) needs privileged_block=true: without a "
+                "camera only the state can show the block (the state gate of issue 48)"
+            )
+        box = None if workspace is None else np.asarray(workspace, float).reshape(-1)
+        if box is not None and (box.shape != (6,) or not np.all(box[:3] < box[3:])):
+            raise ConfigError(
+                f"FetchPixelEnv workspace={workspace}: give six numbers, metres in the world "
+                "frame: [x_low, y_low, z_low, x_high, y_high, z_high], each low below its high"
             )
         if int(max_episode_steps) < 1:
             raise ConfigError(f"FetchPixelEnv max_episode_steps={max_episode_steps} must be >= 1")
@@ -124,18 +147,19 @@ class FetchPixelEnv(gym.Env):
         from roborl.sim.benchmarks import make_fetch
 
         self._views = [{**CAMERAS[c], "lookat": np.asarray(CAMERAS[c]["lookat"])} for c in cameras]
-        self._image_keys = ["image"] + [f"image_{c}" for c in cameras[1:]]
+        self._image_keys = (["image"] + [f"image_{c}" for c in cameras[1:]]) if cameras else []
         self.task = task
         self.image_size = int(image_size)
         self.max_episode_steps = int(max_episode_steps)
         self.end_on_success = bool(end_on_success)
         self.privileged_block = bool(privileged_block)
         self.normalized_state = bool(normalized_state)
+        self.workspace = box
         self.cameras = cameras
         self.render_mode = render_mode
         self._inner = make_fetch(
             TASKS[task], render_mode="rgb_array", width=self.image_size,
-            height=self.image_size, default_camera_config=self._views[0],
+            height=self.image_size, default_camera_config=(self._views or [CAMERA])[0],
         ).unwrapped  # fmt: skip
         # The state: the chosen entries of Fetch's `observation` plus the goal, as
         # (raw - offset) / scale; metres as they are unless ``normalized_state``.
@@ -174,12 +198,24 @@ class FetchPixelEnv(gym.Env):
 
     def step(self, action: np.ndarray):
         action = np.clip(np.asarray(action, np.float32).reshape(4), -1.0, 1.0)
+        if self.workspace is not None:
+            action[:3] = self.clip_to_workspace(action[:3])
         self._raw, _, _, _, info = self._inner.step(action)
         self._steps += 1
         success = bool(info.get("is_success", 0.0))
         terminated = success and self.end_on_success
         truncated = self._steps >= self.max_episode_steps and not terminated
         return self._obs(), float(success), terminated, truncated, {"success": success}
+
+    def clip_to_workspace(self, move: np.ndarray) -> np.ndarray:
+        """HIL-SERL's workspace box: the move (in [-1, 1]^3, 5 cm a unit) shortened so the
+        gripper's target, its position plus the move, stays inside `workspace` (a gripper
+        already outside is moved back towards it)."""
+        grip = self._raw["observation"][:3]
+        target = np.clip(
+            grip + _MOVE * np.asarray(move, float), self.workspace[:3], self.workspace[3:]
+        )
+        return np.clip((target - grip) / _MOVE, -1.0, 1.0).astype(np.float32)
 
     def render(self) -> np.ndarray:
         """The first camera's frame."""
