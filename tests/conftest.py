@@ -108,7 +108,7 @@ class _DurationRecorder:
 def _group_of_nodeid(nodeid: str) -> str:
     """The group xdist scheduled the test in (`...::test_y@group`), or without xdist
     `tests/core/test_x.py::test_y` -> `core/test_x.py` (or its `_ONE_WORKER_DIRS` dir)."""
-    if "@" in nodeid.rsplit("::", 1)[-1]:
+    if "@" in nodeid.split("::", 1)[-1]:  # a group name may hold "::" itself
         return nodeid.rsplit("@", 1)[1]
     parts = Path(nodeid.split("::", 1)[0]).parts
     return _module_group(parts[1:] if parts[:1] == ("tests",) else parts)
