@@ -245,11 +245,12 @@ def read_run(run_dir: Path) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def aggregate(finals: dict[str, list[float]]) -> dict[str, Any]:
+def aggregate(finals: dict[str, list[float]], reps: int = 2000) -> dict[str, Any]:
+    """IQM and 95% bootstrap CI of each arm's final per-seed scores (rliable's estimates)."""
     from roborl.plugins.report.aggregate import interval_estimates
 
     matrices = {arm: np.asarray(v, dtype=float)[:, None] for arm, v in finals.items() if v}
-    return interval_estimates(matrices, reps=2000, ci=0.95, seed=0)
+    return interval_estimates(matrices, reps=reps, ci=0.95, seed=0)
 
 
 def collect(a: argparse.Namespace, work: Path, bc_dirs: list[Path]) -> dict[str, list[dict]]:

@@ -52,6 +52,9 @@ from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).parent))
+from hil_manipulation import aggregate  # the same IQM + CI as the pixel benchmark
+
 OUT = Path(__file__).parent / "results"
 GOAL = 0.9
 ENV = [
@@ -150,13 +153,6 @@ def read_run(run_dir: Path) -> dict[str, Any]:
         "status": summary.get("status", "unfinished"), "wall_s": summary.get("wall_time_s"),
         "median_sps": float(np.median(sps)) if sps else None,
     }  # fmt: skip
-
-
-def aggregate(finals: dict[str, list[float]], reps: int = 2000) -> dict[str, Any]:
-    from roborl.plugins.report.aggregate import interval_estimates
-
-    matrices = {k: np.asarray(v, dtype=float)[:, None] for k, v in finals.items() if v}
-    return interval_estimates(matrices, reps=reps, ci=0.95, seed=0)
 
 
 def rate_by_window(runs: list[dict[str, Any]], window: int) -> list[tuple[int, float]]:
