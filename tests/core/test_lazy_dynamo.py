@@ -40,7 +40,7 @@ def test_optimisers_work_without_importing_dynamo_then_hand_over_to_it() -> None
 
 
 def test_an_optimiser_step_needs_no_dynamo_and_matches_torchs_own_step() -> None:
-    """`step` imports torch._dynamo on every call (`_use_grad_for_differentiable`), ~3 s of every
+    """`step` imports torch._dynamo on every call (`_use_grad_for_differentiable`), ~1.4 s of every
     training process: the deferred step leaves it unimported, computes exactly what torch's
     does (the same parameters after Adam, AdamW and SGD steps), restores the grad mode, and
     after torch._dynamo is loaded torch's own wrapper runs again."""
