@@ -49,6 +49,7 @@ from roborl.core.checkpoint import save_checkpoint
 from roborl.core.checkpoint_payload import RunState, checkpoint_payload, restore_runner
 from roborl.core.config import RunConfig
 from roborl.core.envs import SharedEnv
+from roborl.core.errors import StopRun
 from roborl.core.evaluate import eval_metrics
 from roborl.core.interfaces import Algorithm
 from roborl.core.lazy_dynamo import defer_dynamo_import
@@ -96,6 +97,8 @@ class TrainContext:
         self._schedule = Schedule(run)
         self._evals = Evaluations(host, self._cfg)
         self._last_checkpoint: tuple[int, int, str] | None = None
+        self._stop_reason: str | None = None  # a plugin (or the loop) asked to end early
+        self._stop_at: tuple[int, int] | None = None  # (step, updates) of that request
         self._algo: Algorithm | None = None
         self._buffer: ReplayBuffer | None = None
         self._demos: ReplayBuffer | None = None  # demos= plus the interventions it gained
@@ -206,8 +209,23 @@ class TrainContext:
 
     @property
     def finished(self) -> bool:
-        """The current phase's budget is used up."""
-        return self._now() >= self._schedule.total
+        """The current phase's budget is used up, or the run was asked to stop early
+        (`request_stop`, a plugin's `roborl_should_stop`)."""
+        return self._stop_reason is not None or self._now() >= self._schedule.total
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why the run was asked to end early (None: it runs its whole budget)."""
+        return self._stop_reason
+
+    def request_stop(self, reason: str) -> None:
+        """End the run early: `finished` turns True, so the loop ends as at the end of its
+        budget (final evaluation and `last.pt`); `summary.json` records `reason`. The first
+        request wins."""
+        if self._stop_reason is None:
+            self._stop_reason = str(reason) or "stop requested"
+            self._stop_at = (self.step, self.updates)
+            log.info("stopping early at step %d, update %d: %s", self.step, self.updates, reason)
 
     @property
     def elapsed(self) -> float:
@@ -331,7 +349,16 @@ class TrainContext:
         the algorithm's state is bit-identical to that of the last evaluation (no update in
         between, e.g. before `learning_starts`), the last result is logged again instead of
         replaying the same seeded episodes; robots and video recordings always run.
+
+        After a stop request (`request_stop`, `roborl_should_stop`), a loop that went on past
+        it (one that does not check `finished`) is ended here with `StopRun`, which the runner
+        ends as a normal stop: the stop takes effect at the latest by the next evaluation.
         """
+        if self._stop_at is not None and self._stop_at != (self.step, self.updates):
+            raise StopRun(self._stop_reason or "stop requested")
+        return self._evaluate(algo, episodes)
+
+    def _evaluate(self, algo: Algorithm, episodes: int | None = None) -> dict[str, Any]:
         seed = self._run.seed + EVAL_SEED_OFFSET
         make_env = lambda s: self.make_env(seed=s, learned_reward=False)  # noqa: E731
         self._evals.ensure_env(bool(self._run.video_every), seed, make_env)
@@ -350,7 +377,9 @@ class TrainContext:
         result["step"], result["updates"] = self.step, self.updates
         self._evals.record(result)
         ret = result["return_mean"]
-        self.log(eval_metrics(result))
+        metrics = eval_metrics(result)
+        self.log(metrics)
+        self._ask_plugins_to_stop(metrics)
         if video is not None:
             self._evals.finish_video(self._log, self._now())
         log.info(
@@ -359,6 +388,25 @@ class TrainContext:
         )  # fmt: skip
         self._progress.postfix(f"eval_return={ret:.1f}")
         return result
+
+    def _ask_plugins_to_stop(self, metrics: Mapping[str, Any]) -> None:
+        """`roborl_should_stop` after an evaluation: the first reason (or True, or a
+        `StopRun`) ends the run early."""
+        if self._stop_reason is not None:
+            return
+        try:
+            answers = self._host.pm.hook.roborl_should_stop(
+                run_dir=str(self._run_dir), step=self.step, updates=self.updates, metrics=metrics
+            )
+        except StopRun as exc:
+            answers = [str(exc) or "a plugin raised StopRun"]
+        if self._now() >= self._schedule.total:
+            return  # the evaluation that ends the budget: the run is over anyway, not stopped
+        for answer in answers:
+            if answer:
+                text = answer if isinstance(answer, str) else "a plugin's roborl_should_stop"
+                self.request_stop(text)
+                return
 
     def _video_path(self) -> Path | None:
         """Where this evaluation's video goes when `video_every` says it is due, else None."""
@@ -419,7 +467,7 @@ class TrainContext:
         if due and (
             last is None or (last.get("step"), last.get("updates")) != (self.step, self.updates)
         ):
-            self.evaluate(algo)
+            self._evaluate(algo)  # never refused: this is how a stopped run ends too
         if self._last_checkpoint != (self.step, self.updates, "last.pt"):
             self.checkpoint(algo, buffer)
 

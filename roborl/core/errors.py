@@ -86,6 +86,7 @@ OPTIONAL_MODULES = {
     "av": "video",
     "huggingface_hub": "hub",
     "hydra_plugins": "sweeps",
+    "optuna": "sweeps",
     "onnx": "onnx",
     "onnxscript": "onnx",
     "onnxruntime": "onnx",
@@ -106,3 +107,9 @@ def missing_extra(exc: BaseException) -> MissingExtraError | None:
     else:
         hint = f'install it with `pip install "roborl[{extra}]"`'
     return MissingExtraError(f"this needs the optional package {top!r}: {hint}.")
+
+
+class StopRun(Exception):  # noqa: N818 - a request, not an error: the run ends normally
+    """Raised by a plugin (its `roborl_should_stop`, or any code a loop runs) to end the run
+    early; the run then ends as a finished one does, with `summary.json`'s `status` "stopped"
+    and `stop_reason` the exception's message. Not a `RoborlError`: nothing went wrong."""

@@ -7,7 +7,7 @@ against these specs when the plugin is registered, so a typo is reported with th
 
 Version 2 (issue 18): a loop is ``loop(ctx: TrainContext)`` (it was ``loop(runner, ckpt)``),
 `Algorithm.loop` names it, and `roborl_collectors` was added. 2.1 (issue 20): `roborl_rewards`.
-2.2 (issue 36): `roborl_dataset_writers`.
+2.2 (issue 36): `roborl_dataset_writers`. 2.3 (issue 50): `roborl_should_stop`.
 
 Versioning: the major number changes when a hook is removed or its arguments change; a plugin
 may declare ``ROBORL_HOOKSPEC_VERSION = "2"`` and is refused (with its name) on a mismatch.
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from roborl.core.loops.collectors import Collector
 
 PROJECT_NAME = "roborl"
-HOOKSPEC_VERSION = "2.2"
+HOOKSPEC_VERSION = "2.3"
 
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
@@ -121,6 +121,22 @@ def roborl_metrics(step: int, metrics: Mapping[str, float]) -> None:
 @hookspec
 def roborl_checkpoint(path: str, step: int) -> None:
     """A checkpoint was written atomically to `path`."""
+
+
+@hookspec
+def roborl_should_stop(
+    run_dir: str, step: int, updates: int, metrics: Mapping[str, float]
+) -> str | bool | None:
+    """After each evaluation (its `eval/...` `metrics`, already logged): return a reason (a
+    string, or True) to end the run early, None to let it go on; raising
+    `roborl.core.errors.StopRun(reason)` does the same.
+
+    Why a hook: a sweep's pruner (`roborl tune sampler=optuna`) or a plugin's own criterion
+    (a target return reached, a cost budget spent) ends a run without its loop knowing. The
+    run ends as a finished one does, at the loop's next `ctx.finished` check (a loop that
+    does not check it, at its next evaluation): its final evaluation and `last.pt` are written, `summary.json` says `status: stopped` and the
+    `stop_reason`. Once one implementation asks, the later evaluations (if any) ask no one;
+    an answer at the evaluation that ends the budget changes nothing (the run is over)."""
 
 
 @hookspec

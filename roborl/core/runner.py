@@ -34,7 +34,7 @@ from roborl.core.algorithms import (  # re-exported: code written before they mo
 from roborl.core.buffer import ReplayBuffer
 from roborl.core.checkpoint import load_checkpoint
 from roborl.core.context import TrainContext
-from roborl.core.errors import ConfigError, DivergedError
+from roborl.core.errors import ConfigError, DivergedError, StopRun
 from roborl.core.interfaces import Algorithm
 from roborl.core.plugins import PluginHost
 from roborl.core.rewards import with_fired_frames_dir
@@ -149,7 +149,10 @@ class Runner:
         try:
             loop = self.host.registry.get("loops", self.algo_cls.loop)
             loop(ctx)
-            self.status = "finished"
+            self.status = "stopped" if ctx.stop_reason else "finished"
+        except StopRun as exc:  # raised past the loop: still a normal end (final eval, last.pt)
+            ctx.request_stop(str(exc) or "a plugin raised StopRun")
+            self.status = "stopped"
         except KeyboardInterrupt:
             self.status = "interrupted"
             raise
@@ -167,7 +170,13 @@ class Runner:
     def _finish(self) -> dict[str, Any]:
         ctx = self.ctx
         algo = ctx.algorithm
-        final = self.status not in ("finished", "diverged")
+        final = self.status not in ("finished", "diverged", "stopped")
+        if algo is not None and self.status == "stopped" and (ctx.step or ctx.updates):
+            try:  # as the loop's own end: final eval and last.pt, each unless already there
+                ctx.finish(algo, ctx.buffer)
+            except Exception as exc:  # then at least the checkpoint, as for an interrupt
+                print(f"roborl: warning: final evaluation failed: {exc}", file=sys.stderr)
+                final = True
         if algo is not None and final and (ctx.step or ctx.updates):
             try:
                 ctx.checkpoint(algo, ctx.buffer)
@@ -191,6 +200,7 @@ class Runner:
             "episodes": ctx.episodes if ctx.step else None,
             "eval_episodes": ctx.eval_episodes,
             "status": self.status,
+            **({"stop_reason": ctx.stop_reason} if ctx.stop_reason else {}),
             "final_eval_return": None if last is None else last["return_mean"],
             "best_eval_return": ctx.best_eval_return,
             "wall_time_s": round(ctx.elapsed, 3),

@@ -1,5 +1,5 @@
 """Dataset sources and writers (D4RL-style NPZ/HDF5, Minari, LeRobotDataset v3) and the
-`roborl dataset` command."""
+`roborl dataset` command (whose `convert` also reads rosbag2 recordings: `rosbag/`)."""
 
 from __future__ import annotations
 

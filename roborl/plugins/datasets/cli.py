@@ -16,9 +16,11 @@ USAGE = """usage:
   roborl dataset collect env=ENV out=OUT [key=value ...]
   roborl dataset info path=PATH          (or: roborl dataset info PATH)
   roborl dataset convert in=PATH out=OUT [key=value ...]
+  roborl dataset convert in=BAG out=OUT rate_hz=HZ [mapping=FILE.yaml] [key=value ...]
   roborl dataset corrupt in=PATH out=OUT field=obs|action|reward|dynamics [key=value ...]
 
   PATH: *.npz, *.hdf5, a Minari dataset directory or id, a LeRobotDataset v3 directory
+  BAG:  a rosbag2 folder (sqlite3 or MCAP storage), or a folder of them (one recording each)
   OUT:  *.npz, *.hdf5, minari:DATASET_ID, lerobot:DIR (a new LeRobotDataset v3 directory)
 """
 
@@ -118,9 +120,24 @@ def help_text() -> str:
         + "\n"
         + section("convert keys", [*_paths_lines(("in", "out")), *field_lines(ConvertOptions)])
         + "\n"
+        + section("convert keys, in= a rosbag2 folder (or a folder of them)", _bag_help())
+        + "\n"
         + section("corrupt keys", [*_paths_lines(("in", "out")), *field_lines(corrupt_options())])
         + logs.HELP
     )
+
+
+def _bag_help() -> list[str]:
+    from roborl.plugins.datasets.rosbag.command import help_lines
+
+    return help_lines()
+
+
+def _bag_folders(path: str) -> list[str] | None:
+    """The rosbag2 folders `in=` names (None: not bag input, a dataset as before)."""
+    from roborl.plugins.datasets.rosbag import bag_folders
+
+    return bag_folders(path)
 
 
 def _paths(args: list[str], command: str, keys: tuple[str, ...]) -> tuple[list[str], list[str]]:
@@ -223,10 +240,15 @@ def main(argv: list[str]) -> int:
         )
         return 0
     if cmd == "convert":
-        conv, args = command_options(
-            ConvertOptions, rest, "dataset convert", passthrough=("in", "out")
+        (src, out), others = _paths(rest, "convert", ("in", "out"))
+        bags = _bag_folders(src)
+        if bags is not None:  # a rosbag2 folder (or a folder of them): topics -> transitions
+            from roborl.plugins.datasets.rosbag.command import convert_command
+
+            return convert_command(bags, out, others, save_any)
+        conv, _ = command_options(
+            ConvertOptions, others, "dataset convert", passthrough=("in", "out")
         )
-        (src, out), _ = _paths(args, "convert", ("in", "out"))
         check_out(out)
         ds = load_any(src)
         meta: dict[str, Any] = {k: v for k, v in dataclasses.asdict(conv).items() if v is not None}

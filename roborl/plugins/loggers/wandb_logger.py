@@ -1,4 +1,10 @@
-"""Weights & Biases logger that never blocks a run: offline unless the user is logged in."""
+"""Weights & Biases logger that never blocks a run: offline unless the user is logged in.
+
+A run directory is one W&B run: the logger saves the W&B run id in `RUN_DIR/wandb/run_id`
+and, when that file is there (`roborl resume run_dir=RUN_DIR`), continues the same W&B run
+(`id=`, `resume="allow"`) instead of starting a second one. Offline runs keep the id too, so
+`wandb sync` uploads the resumed part into the same run.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +18,26 @@ from roborl.core.errors import ConfigError
 from roborl.core.interfaces import Logger
 
 MODES = ("auto", "online", "offline", "disabled")
+RUN_ID_FILE = Path("wandb") / "run_id"
+
+
+def saved_run_id(run_dir: str | Path) -> str | None:
+    """The W&B run id an earlier part of this run saved in its run directory, if any."""
+    path = Path(run_dir) / RUN_ID_FILE
+    try:
+        run_id = path.read_text().strip()
+    except FileNotFoundError:
+        return None
+    return run_id or None
+
+
+def save_run_id(run_dir: str | Path, run_id: str) -> None:
+    """Atomically (temp file + rename): a crash leaves no half-written id."""
+    path = Path(run_dir) / RUN_ID_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(run_id + "\n")
+    os.replace(tmp, path)
 
 
 def logged_in() -> bool:
@@ -52,7 +78,12 @@ class WandbLogger(Logger):
 
         self.mode = resolve_mode(mode)
         Path(run_dir).mkdir(parents=True, exist_ok=True)
+        # A resumed run (its directory has the id) continues the same W&B run.
+        run_id = saved_run_id(run_dir) if self.mode != "disabled" else None
+        self.resumed = run_id is not None
         self._run = wandb.init(
+            id=run_id,
+            resume="allow" if run_id else None,
             project=project,
             entity=entity,
             group=group,
@@ -64,6 +95,8 @@ class WandbLogger(Logger):
             reinit="finish_previous",
             settings=wandb.Settings(init_timeout=60, silent=True, console="off"),
         )
+        if self.mode != "disabled" and run_id is None:
+            save_run_id(run_dir, self._run.id)
 
     def log(self, metrics: Mapping[str, float], step: int) -> None:
         self._run.log(dict(metrics), step=step)

@@ -6,11 +6,16 @@ off-policy loop in this process owns the replay buffer and the algorithm, takes 
 from the workers as they arrive, and pushes weights back every `ray.sync_every` env steps.
 See `roborl.plugins.ray.loop` and docs/scaling.md. `ray` is imported only when collection
 starts.
+
+`roborl tune` sweeps `roborl train` runs: as Ray Tune trials (`roborl.plugins.ray.sweep`), or
+as an Optuna study whose pruner stops unpromising trials (`sampler=optuna`,
+`roborl.plugins.ray.optuna_sweep`, through this plugin's `roborl_should_stop`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from roborl.core.hookspecs import hookimpl
@@ -38,7 +43,7 @@ def _ray_collector(ctx: TrainContext) -> Collector:
 
 
 def _cmd_tune(argv: list[str]) -> int:
-    """sweep `roborl train` runs as Ray Tune trials (a,b / range() / glob() / interval())"""
+    """sweep `roborl train` runs as Ray Tune trials, or an Optuna study that prunes"""
     from roborl.plugins.ray.sweep import main
 
     return main(argv)
@@ -52,3 +57,15 @@ def roborl_cli_commands() -> dict[str, Callable[[list[str]], int]]:
 @hookimpl
 def roborl_collectors() -> dict[str, Callable[..., Any]]:
     return {"ray": _ray_collector}
+
+
+@hookimpl
+def roborl_should_stop(step: int, updates: int, metrics: Mapping[str, float]) -> str | None:
+    """In a trial of `roborl tune sampler=optuna` only: report the evaluation to the study and
+    stop the run when its pruner prunes the trial (`roborl.plugins.ray.optuna_sweep`)."""
+    spec = os.environ.get("ROBORL_OPTUNA_TRIAL")
+    if not spec:
+        return None
+    from roborl.plugins.ray.optuna_sweep import report_and_prune
+
+    return report_and_prune(spec, step or updates, metrics)

@@ -1,4 +1,5 @@
-"""`roborl tune [key=value ...] OVERRIDES...`: a Hydra-style grid sweep run as Ray Tune trials.
+"""`roborl tune [key=value ...] OVERRIDES...`: a Hydra-style grid sweep run as Ray Tune trials
+(`sampler=optuna`: an Optuna study that prunes, `roborl.plugins.ray.optuna_sweep`).
 
 Each grid point is one Tune trial that runs `roborl train OVERRIDES` in its own process, so
 the run is exactly the one `roborl train` would make (Hydra composition, plugins, run
@@ -43,11 +44,59 @@ class TuneOptions:
         default=0.0, metadata=rng(0.0, None, "GPUs Ray reserves per trial")
     )
     max_concurrent: int = field(
-        default=0, metadata=rng(0, None, "trials at a time (0: as resources allow)")
+        default=0, metadata=rng(0, None, "trials at a time (0: as resources allow; optuna: 1)")
     )
     num_samples: int = field(
         default=1, metadata=rng(1, None, "samples per grid point of the interval() keys")
     )
+    sampler: str = field(
+        default="ray",
+        metadata={
+            "choices": ["ray", "optuna"],
+            "help": "ray: Ray Tune trials; optuna: an Optuna study that prunes",
+        },
+    )
+    # sampler=optuna only (roborl.plugins.ray.optuna_sweep)
+    n_trials: int = field(default=20, metadata=rng(1, None, "optuna: trials to run"))
+    metric: str = field(
+        default="eval/return_mean",
+        metadata={"help": "optuna: the eval/... metric reported, pruned on and optimised"},
+    )
+    direction: str = field(
+        default="maximize",
+        metadata={"choices": ["maximize", "minimize"], "help": "optuna: of metric"},
+    )
+    optuna_sampler: str = field(
+        default="tpe", metadata={"choices": ["tpe", "random"], "help": "optuna: the sampler"}
+    )
+    sampler_seed: int | None = field(
+        default=None, metadata={"help": "optuna: the sampler's seed (null: random)"}
+    )
+    pruner: str = field(
+        default="median",
+        metadata={
+            "choices": ["median", "hyperband", "successive_halving", "none"],
+            "help": "optuna: the pruner asked after each evaluation",
+        },
+    )
+    startup_trials: int = field(
+        default=5, metadata=rng(0, None, "optuna: median pruner: trials finished before pruning")
+    )
+    warmup_steps: int = field(
+        default=0, metadata=rng(0, None, "optuna: median pruner: steps before a trial is pruned")
+    )
+    study: str = field(default="roborl", metadata={"help": "optuna: the study's name"})
+    storage: str | None = field(
+        default=None,
+        metadata={"help": "optuna: journal file or RDB URL (null: OUT/optuna.journal)"},
+    )
+
+
+RAY_ONLY = ("address", "cpus_per_trial", "gpus_per_trial", "num_samples")
+OPTUNA_ONLY = (
+    "n_trials", "metric", "direction", "optuna_sampler", "sampler_seed", "pruner",
+    "startup_trials", "warmup_steps", "study", "storage",
+)  # fmt: skip
 
 
 # The argparse spellings of the first release, kept for one more (deprecation warning).
@@ -217,8 +266,15 @@ def tune_help() -> str:
         "syntax: seed=0,1,2, seed=range(5), algo=glob(sb3/*), choice(a,b), and\n"
         "algo.actor_lr=interval(1e-4,1e-3) or tag(log,interval(1e-4,1e-3)), sampled by Ray\n"
         "Tune num_samples times per grid point.\n\n"
+        "sampler=optuna runs an Optuna study instead (n_trials trials; lists, choice() and\n"
+        "glob() are categorical, range() integer, interval() float): each trial reports its\n"
+        "evaluations' metric and the pruner stops unpromising trials early (their summary.json\n"
+        "says status: stopped, stop_reason: pruned by Optuna ...); the study is kept in\n"
+        "OUT/optuna.journal, so the same command again continues it.\n\n"
         + section("Keys", field_lines(TuneOptions))
         + "\nExample: roborl tune out=runs/tune cpus_per_trial=1 seed=0,1,2 algo=sac,dsac_t\n"
+        "         roborl tune sampler=optuna n_trials=30 out=runs/opt "
+        "'algo.actor_lr=tag(log,interval(1e-4,3e-3))'\n"
         "Older spellings still work for one release: --out DIR, --address A, "
         "--cpus-per-trial N,\n--gpus-per-trial N, --max-concurrent N, --num-samples N.\n"
         + logs.HELP
@@ -239,6 +295,9 @@ def main(argv: list[str]) -> int:
         print(tune_help())
         return 0
     opts, overrides = parse_args(argv)
+    _refuse_other_sampler_keys(opts)
+    if opts.sampler == "optuna":
+        return _main_optuna(opts, overrides)
     results = run_sweep(
         overrides,
         opts.out,
@@ -259,3 +318,57 @@ def main(argv: list[str]) -> int:
         f"report with: roborl report {opts.out}"
     )
     return 1 if failed else 0
+
+
+def _refuse_other_sampler_keys(opts: TuneOptions) -> None:
+    """A key of the other sampler is a mistake to name, not to ignore silently."""
+    import dataclasses
+
+    defaults = TuneOptions()
+    other = RAY_ONLY if opts.sampler == "optuna" else OPTUNA_ONLY
+    given = [
+        f.name
+        for f in dataclasses.fields(TuneOptions)
+        if f.name in other and getattr(opts, f.name) != getattr(defaults, f.name)
+    ]
+    if given:
+        owner = "ray" if opts.sampler == "optuna" else "optuna"
+        raise ConfigError(
+            f"roborl tune: {', '.join(given)} belong(s) to sampler={owner}, but "
+            f"sampler={opts.sampler}; drop them or give sampler={owner} "
+            "(roborl tune --help lists which key belongs to which)."
+        )
+
+
+def _main_optuna(opts: TuneOptions, overrides: list[str]) -> int:
+    from roborl.plugins.ray.optuna_sweep import run_optuna_sweep
+
+    records = run_optuna_sweep(
+        overrides,
+        opts.out,
+        n_trials=opts.n_trials,
+        metric=opts.metric,
+        direction=opts.direction,
+        sampler=opts.optuna_sampler,
+        sampler_seed=opts.sampler_seed,
+        pruner=opts.pruner,
+        startup_trials=opts.startup_trials,
+        warmup_steps=opts.warmup_steps,
+        study=opts.study,
+        storage=opts.storage,
+        max_concurrent=opts.max_concurrent,
+    )
+    for r in records:
+        print(f"  trial {r['trial']} {r['state']}: {r['metric']} {r['value']} ({r['run_dir']})")
+    counts = {s: sum(r["state"] == s for r in records) for s in ("COMPLETE", "PRUNED", "FAIL")}
+    complete = [r for r in records if r["state"] == "COMPLETE"]
+    if complete:
+        pick = max if opts.direction == "maximize" else min
+        best = pick(complete, key=lambda r: r["value"])
+        print(f"  best of these: trial {best['trial']} {best['params']} ({best['run_dir']})")
+    print(
+        f"roborl tune: {counts['COMPLETE']} complete, {counts['PRUNED']} pruned, "
+        f"{counts['FAIL']} failed of {len(records)} trials (study {opts.study!r}); "
+        f"report with: roborl report {opts.out}"
+    )
+    return 1 if counts["FAIL"] else 0
