@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
+
+from cli_server import run_roborl
 
 
 def roborl(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """Run `roborl *args` in `cwd` and assert it exited 0."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "roborl.core.cli", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+    proc = run_roborl(args, cwd=cwd, env=env, timeout=timeout)
     assert proc.returncode == 0, f"roborl {' '.join(args)}: {proc.stderr[-3000:]}"
     return proc

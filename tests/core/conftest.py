@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_server import run_roborl
 
 FAST = [
     "total_steps=600",
@@ -34,14 +35,7 @@ def cli_env() -> dict[str, str]:
 def roborl(
     *args: str, cwd: Path, timeout: float = 300, check: bool = True
 ) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [sys.executable, "-m", "roborl.core.cli", *args],
-        cwd=cwd,
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    proc = run_roborl(args, cwd=cwd, env=cli_env(), timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(
             f"roborl {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}"

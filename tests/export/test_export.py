@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import pickle
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 from cli_runner import roborl
+from cli_server import run_roborl
 
 from roborl.core.algorithms import algorithm_from_checkpoint, build_algorithm
 from roborl.core.errors import CheckpointError, ConfigError
@@ -118,10 +117,7 @@ def test_model_card_names_algo_env_seed_return_ci_versions_and_command(
 def test_export_refuses_a_folder_with_other_files(trained: Path, tmp_path: Path) -> None:
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "notes.txt").write_text("mine")
-    proc = subprocess.run(
-        [sys.executable, "-m", "roborl.core.cli", "export", f"checkpoint={trained}", "out=busy"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    proc = run_roborl(["export", f"checkpoint={trained}", "out=busy"], cwd=tmp_path, timeout=120)
     assert proc.returncode == 2 and "other files" in proc.stderr
     assert (tmp_path / "busy" / "notes.txt").read_text() == "mine"
 
@@ -174,10 +170,7 @@ def test_broken_model_folders_are_one_line_errors(trained: Path, tmp_path: Path)
     with pytest.raises(CheckpointError, match="looks like a run directory"):
         algorithm_from_model_dir(host, trained)
     roborl("export", f"checkpoint={trained}", f"out={tmp_path / 'm'}", cwd=tmp_path)
-    proc = subprocess.run(
-        [sys.executable, "-m", "roborl.core.cli", "eval", f"checkpoint={tmp_path / 'm'}"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    proc = run_roborl(["eval", f"checkpoint={tmp_path / 'm'}"], cwd=tmp_path, timeout=120)
     assert proc.returncode == 2 and f"model={tmp_path / 'm'}" in proc.stderr
     weights = tmp_path / "m" / WEIGHTS_FILE
     weights.write_bytes(weights.read_bytes()[:100])

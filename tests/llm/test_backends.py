@@ -11,8 +11,6 @@ import json
 import os
 import signal
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
+from cli_server import run_roborl
 
 from roborl.plugins.llm.backends import (
     LLMServerError,
@@ -187,11 +186,11 @@ def test_eval_cli_without_checkpoint(openai_url: str, model_dir: Path, tmp_path:
     """`roborl eval algo=llm llm.model=... env=...` runs from config alone."""
     out = tmp_path / "eval.json"
     cmd = [
-        sys.executable, "-m", "roborl.core.cli", "eval", "algo=llm", f"llm.model={model_dir}",
+        "eval", "algo=llm", f"llm.model={model_dir}",
         "llm.backend=openai", f"llm.base_url={openai_url}", "llm.max_tokens=4",
         "llm.timeout_s=120", "env=gym", "env.id=CartPole-v1", "episodes=1", f"out={out}",
     ]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    proc = run_roborl(cmd, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads(out.read_text())
     assert report["algo"] == "llm" and report["env"] == "CartPole-v1"
@@ -208,12 +207,12 @@ def test_dataset_collect_with_llm_policy(openai_url: str, model_dir: Path, tmp_p
 
     out = tmp_path / "llm.npz"
     cmd = [
-        sys.executable, "-m", "roborl.core.cli", "dataset", "collect", "env=inverted_pendulum",
+        "dataset", "collect", "env=inverted_pendulum",
         f"out={out}", "policy=llm", f"algo.model={model_dir}", "algo.backend=openai",
         f"algo.base_url={openai_url}", "algo.max_tokens=16", "algo.timeout_s=120",
         "steps=12", "ref_episodes=1", "quality=expert",
     ]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    proc = run_roborl(cmd, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     data = load_file(out)
     assert data.metadata["policy"] == "llm"

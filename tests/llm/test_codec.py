@@ -8,6 +8,7 @@ import logging
 import gymnasium as gym
 import numpy as np
 import pytest
+from cli_server import run_roborl
 
 from roborl.core.errors import ConfigError
 from roborl.plugins.llm.policy import ActionCodec, LLMConfig, LLMPolicy, PromptRenderer
@@ -207,14 +208,7 @@ def test_transformers_number_mask(
 
 def test_eval_without_checkpoint_needs_a_checkpoint_free_algo() -> None:
     """`roborl eval algo=sac env=...` (no checkpoint) is a clear error, not a random policy."""
-    import subprocess
-    import sys
 
-    proc = subprocess.run(
-        [sys.executable, "-m", "roborl.core.cli", "eval", "algo=sac", "env=inverted_pendulum"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_roborl(["eval", "algo=sac", "env=inverted_pendulum"], timeout=120)
     assert proc.returncode != 0
     assert "needs checkpoint=PATH" in proc.stderr and "algo=llm" in proc.stderr

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_server import run_roborl
 
 from roborl.core.errors import ConfigError
 from roborl.plugins.report.compare import CompareOptions, Method, main, run_comparison
@@ -29,12 +29,7 @@ SMALL_SAC = "sac: algo=sac algo.hidden_sizes=[64,64] algo.batch_size=64 utd_rati
 
 
 def _cli(*args: str, timeout: int = 400) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "roborl.core.cli", "compare", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return run_roborl(["compare", *args], timeout=timeout)
 
 
 def test_decisions_follow_the_data_in_either_order() -> None:

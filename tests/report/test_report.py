@@ -4,13 +4,12 @@ normalised scores, compares methods on shared tasks, labels curves with the run'
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_server import run_roborl
 from rliable import library as rly
 from rliable import metrics
 
@@ -88,10 +87,10 @@ def test_cli_report_with_refs_matches_rliable_on_normalised_scores(tmp_path: Pat
     out = tmp_path / "report"
     # the older flag spellings (--out, --reps, --seed) still work for one release, each
     # with a one-line deprecation warning naming the new spelling
-    proc = subprocess.run(
-        [sys.executable, "-m", "roborl.core.cli", "report", str(tmp_path / "runs"),
-         "--out", str(out), "--reps", "200", "--seed", "0", f"refs={refs}"],
-        capture_output=True, text=True, timeout=180,
+    proc = run_roborl(
+        ["report", str(tmp_path / "runs"), "--out", str(out), "--reps", "200", "--seed", "0",
+         f"refs={refs}"],
+        timeout=180,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "'--reps 200' is deprecated" in proc.stderr and "write 'reps=200'" in proc.stderr
@@ -233,11 +232,12 @@ def test_two_variants_of_one_algorithm_get_their_own_rows(tmp_path: Path) -> Non
             curve = [10.0, 20.0, (500.0 if variant == "fast" else 100.0) + seed]
             _write_run(d, "sac", "Hopper-v5", seed, curve)
             (d / "config.yaml").write_text(f"seed: {seed}\nalgo:\n  name: sac\n  actor_lr: {lr}\n")
-    cmd = [sys.executable, "-m", "roborl.core.cli", "report", "plots=false", "reps=50"]
+    cmd = ["report", "plots=false", "reps=50"]
 
     def rows(*args: str) -> dict[str, float]:
         out = tmp_path / f"out{len(list(tmp_path.glob('out*')))}"
-        subprocess.run([*cmd, f"out={out}", *args], check=True, capture_output=True, timeout=300)
+        proc = run_roborl([*cmd, f"out={out}", *args], timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
         res = json.loads((out / "report.json").read_text())
         per = res["per_task_aggregates"]["final"]["Hopper-v5"]
         return {name: v["mean"]["point"] for name, v in per.items()}

@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import torch
+from cli_server import run_roborl
 
 from roborl.plugins.fisor.nav_data import collect_nav_dataset
 from roborl.sim.safety import make_safe_env
 
 
 def _cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "roborl.core.cli", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=170, cwd=cwd)
+    return run_roborl(args, timeout=170, cwd=cwd)
 
 
 def _metrics(run_dir: Path) -> list[dict]:

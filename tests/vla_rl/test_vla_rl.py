@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
+from cli_server import run_roborl
 
 from roborl.plugins.vla_rl.curriculum import SuccessCurriculum
 from roborl.plugins.vla_rl.model import TinyVLA
@@ -149,14 +148,8 @@ def test_two_iteration_run_end_to_end(tmp_path) -> None:
         "eval_episodes=1",
         "progress=false",
     ]
-    subprocess.run(
-        [sys.executable, "-m", "roborl.core.cli", *args],
-        cwd=tmp_path,
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = run_roborl(args, cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
     (summary_path,) = tmp_path.rglob("summary.json")
     summary = json.loads(summary_path.read_text())
     assert summary["algo"] == "vla_rl" and summary["steps"] == 2 * 2 * 6

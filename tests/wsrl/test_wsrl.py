@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +10,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from cli_server import run_roborl
 
 from roborl.core.checkpoint import load_checkpoint, save_checkpoint
 from roborl.core.datasets import OfflineDataset
@@ -225,12 +224,12 @@ def test_both_phases_end_to_end_and_resume(
 def test_baselines_compose_from_the_cli(dataset: Path, tmp_path: Path) -> None:
     run_dir = tmp_path / "cli"
     cmd = [
-        sys.executable, "-m", "roborl.core.cli", "train", "algo=wsrl_scratch",
+        "train", "algo=wsrl_scratch",
         "env=inverted_pendulum", "total_steps=30", "algo.warmup_steps=20",
         "algo.hidden_sizes=[16,16]", "algo.batch_size=16", "eval_every=1000",
         "eval_episodes=1", "progress=false", f"hydra.run.dir={run_dir}",
     ]  # fmt: skip
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=150, cwd=tmp_path)
+    res = run_roborl(cmd, timeout=150, cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-2000:]
     cfg = (run_dir / "config.yaml").read_text()
     assert "pretrain: none" in cfg and "num_critics: 10" in cfg and "utd_ratio: 4" in cfg
@@ -249,13 +248,13 @@ def test_iql_pretraining_then_top_level_pretrained_from_the_cli(
     assert state["phase"] == {"pretrain_updates": 30, "online_steps": 0, "pretrain_done": True}
     run_dir = tmp_path / "ft"
     cmd = [
-        sys.executable, "-m", "roborl.core.cli", "train", "algo=wsrl", "env=inverted_pendulum",
+        "train", "algo=wsrl", "env=inverted_pendulum",
         f"pretrained={pre}", "algo.pretrain=iql", "algo.hidden_sizes=[32,32]",
         "algo.warmup_steps=10", "algo.batch_size=16", "algo.utd_ratio=2", "total_steps=20",
         "eval_every=1000", "eval_episodes=1", "log_every=10", "progress=false",
         f"hydra.run.dir={run_dir}",
     ]  # fmt: skip
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=150, cwd=tmp_path)
+    res = run_roborl(cmd, timeout=150, cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-2000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     # 20 env steps; 10 after the warm-up x utd 2 critic steps (pre-training came with the file)
