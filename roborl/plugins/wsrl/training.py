@@ -167,7 +167,8 @@ class WSRLTraining:
         n_off = round(cfg.batch_size * cfg.offline_ratio)
         sums: dict[str, Any] = defaultdict(float)
         count = 0
-        while self.phase["online_steps"] < run.total_steps:
+        # ctx.finished: the budget is used up, or a plugin asked to stop (roborl_should_stop)
+        while self.phase["online_steps"] < run.total_steps and not ctx.finished:
             warm = self.phase["online_steps"] < cfg.warmup_steps
             if warm and cfg.pretrain == "none":
                 action = env.action_space.sample()
