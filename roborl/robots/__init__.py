@@ -1,8 +1,8 @@
 """Real robots through ROS 2: driver, transports (rclpy or plain DDS), safety layer, nodes.
 
-Registers the `ros2` robot (`robot=ros2`), the `sim-robot`, `deploy` and `scripted-human`
-commands, and the `robot/` Hydra config group. Heavy imports (cyclonedds, mujoco) happen only
-when used.
+Registers the `ros2` and `mujoco` robots (`robot=ros2`, `robot=mujoco`: `robot.RobotKind`),
+the `sim-robot`, `deploy` and `scripted-human` commands, and the `robot/` Hydra config group.
+Heavy imports (cyclonedds, mujoco) happen only when used.
 """
 
 from __future__ import annotations
@@ -12,34 +12,21 @@ from typing import Any
 from roborl.core.hookspecs import hookimpl
 
 
-def _make_ros2(robot_cfg: Any) -> Any:
-    """The robot env for `train robot=ros2`: a `roborl_driver` node whose ROS parameters
-    (defaults: the robot config) decide the config the safety layer uses."""
-    from roborl.robots.env.driver import Ros2Driver
-    from roborl.robots.env.robot_env import make_robot_env
-
-    driver, cfg = Ros2Driver.open(robot_cfg)
-    try:
-        env = make_robot_env(cfg, driver=driver)
-    except BaseException:
-        driver.close()
-        raise
-    driver.serve_safety(env.safety, clear=env.reset_estop, activate=env.activate)
-    return env
-
-
-def _robot_config() -> type:
-    from roborl.robots.config import RobotConfig
-
-    return RobotConfig
-
-
 @hookimpl
 def roborl_robots() -> dict[str, Any]:
-    # The typed config is the only home of the robot's defaults (robot/ros2.yaml lists only
-    # what differs for the sim-robot pendulum).
-    _make_ros2.Config = _robot_config()  # type: ignore[attr-defined]
-    return {"ros2": _make_ros2}
+    """`ros2`: a ros2_control robot over ROS 2 (`env.driver.Ros2Driver`); `mujoco`: a MuJoCo
+    task as an in-process robot without ROS (`mujoco.robot.MujocoRobot`). Both open a
+    `robot.Robot` behind the same `RobotEnv` and safety layer; their typed config is the
+    only home of the defaults (the YAML presets list what differs)."""
+    from roborl.robots.env.ros2_kind import open_driver, ros2_lifecycle
+    from roborl.robots.mujoco.kind import open_mujoco
+    from roborl.robots.mujoco.options import MujocoRobotConfig
+    from roborl.robots.robot import RobotKind
+
+    return {
+        "ros2": RobotKind(open_driver, lifecycle=ros2_lifecycle),
+        "mujoco": RobotKind(open_mujoco, MujocoRobotConfig),
+    }
 
 
 @hookimpl

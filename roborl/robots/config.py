@@ -244,6 +244,12 @@ class RobotConfig:
         default=None,
         metadata={"help": "success signals and time limit (roborl.robots.env.episode)"},
     )
+    options: dict[str, Any] = field(
+        default_factory=dict,
+        metadata={
+            "help": "the robot kind's own options, typed and checked by it (mujoco: env, ...)"
+        },
+    )
 
     def __post_init__(self) -> None:
         _positive(self.rate_hz, "robot.rate_hz")

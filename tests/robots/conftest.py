@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from cli_server import popen_roborl
 
 from roborl.robots.nodes.processes import EventProcess as Proc
 
@@ -51,13 +52,7 @@ class Node:
     """A roborl node process whose JSON stdout events are collected by a thread."""
 
     def __init__(self, args: list[str], env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "roborl.core.cli", *args],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        self.proc = popen_roborl(args, env=env)
         self.events: list[dict] = []
         self.stderr = ""
         self._err: list[str] = []
@@ -195,8 +190,11 @@ def procs():
     started: list[Proc] = []
 
     def start(args: list[str], env: dict[str, str], roborl: bool = True) -> Proc:
-        cmd = [sys.executable, "-m", "roborl.core.cli", *args] if roborl else args
-        p = Proc(cmd, env)
+        if roborl:  # forked from the tests' pre-imported server (tests/cli_server.py)
+            p = Proc([sys.executable, "-m", "roborl.core.cli", *args], env,
+                     process=popen_roborl(args, env=env))  # fmt: skip
+        else:
+            p = Proc(args, env)
         started.append(p)
         return p
 

@@ -19,14 +19,17 @@ import pytest
 from rosbags.typesys import Stores, get_typestore
 
 from roborl.core.errors import RobotError
-from roborl.robots import _make_ros2
 from roborl.robots.config import robot_preset
 from roborl.robots.env.cameras import CameraFeed, CameraSpec, decode_image, encode_image
 from roborl.robots.env.driver import Ros2Driver
+from roborl.robots.env.ros2_kind import open_driver
 from roborl.robots.env.safety import SafetyConfig, SafetyLayer
+from roborl.robots.robot import RobotKind
 from roborl.robots.transport import msgs
 from roborl.robots.transport.rclpy_node import RclpyTransport
 from roborl.sim.tabletop.env import TabletopEnv
+
+_make_ros2 = RobotKind(open_driver)  # what `robot=ros2` registers (roborl_robots)
 
 START = 90.0  # process start-up on a loaded 2-core machine can take tens of seconds
 SCENE = ["gx", "gy", "red_x", "red_y", "green_x", "green_y", "blue_x", "blue_y"]

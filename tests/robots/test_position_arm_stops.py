@@ -5,6 +5,11 @@ sent, as joint_trajectory_controller (JointTrajectory) or a position forward_com
 (Float64MultiArray) would, at a bounded speed, starting at -2.73 rad (zero is a place, not a
 stop: a hold of zero would be a 2.7 rad move).
 
+The causes that need no ROS operator run on the in-process MuJoCo arm too (`robot` parameter
+`mujoco`: `robot=mujoco robot.options.model=position_arm`, a critically damped position servo
+with the same joints and start), read from its record of every command it applied; its state
+stream dies and its e-stop fires through `robot.options.faults`.
+
 For each stop cause, every command the arm receives after the stop must be within 0.01 rad of
 where the arm stood (its position as each command arrived, and the position it stood at when
 the first one did), and a cleared e-stop moves nothing until activate. Waits are events or
@@ -13,6 +18,7 @@ command counts with hang guards; no assertion is about timing.
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 import textwrap
@@ -31,6 +37,34 @@ START = 120.0
 TOLERANCE = 0.01  # rad: the issue's bound on how far a hold may be from where the arm stands
 MAX_DELTA = 0.002  # rad per 50 Hz tick: the policy ramps the arm at up to 0.1 rad/s
 MOVING = MAX_DELTA / 2  # a command this far from where the arm stands asks for motion
+ROBOTS = ["ros2", "mujoco"]
+MUJOCO_ARM = ["robot=mujoco", "robot.options.model=position_arm", "robot.terminate=null"]
+#: The MuJoCo arm's faults, by the ROS arm's stdin command they stand for.
+FAULTS = {"estop": "estop_after", "mute": "mute_state_after"}
+
+
+class ArmRecord:
+    """The MuJoCo arm's command record, read like the ROS arm's events (`named("cmd")`:
+    receive time `t`, `target`, and `pos`, where the arm stood when the command arrived)."""
+
+    def __init__(self, path: Path, dep: Proc) -> None:
+        self.path, self.dep = path, dep
+
+    def named(self, name: str) -> list[dict]:
+        assert name == "cmd"
+        lines = self.path.read_text().splitlines() if self.path.is_file() else []
+        rows = [json.loads(x) for x in lines if x.endswith("}")]
+        return [{"t": r["t"], "target": r["data"][0], "pos": r["position"][0]} for r in rows]
+
+    def wait(self, pred, what: str, timeout: float) -> None:
+        self.dep.wait(pred, what, timeout)  # fails early, with deploy's stderr, if it exits
+
+
+@pytest.fixture(params=ROBOTS)
+def kind(request: pytest.FixtureRequest) -> str:
+    """Which `Robot` implementation deploy commands: the ROS 2 driver or the MuJoCo arm."""
+    return request.param
+
 
 INTERFACES = {
     "trajectory": ["robot.command.interface=trajectory",
@@ -133,31 +167,58 @@ PACE_PLUGIN = textwrap.dedent(
 
 
 @pytest.fixture
+def rclpy_env(rclpy_env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """The shared rclpy_env, plus where the MuJoCo arm records its commands."""
+    return dict(rclpy_env, ARM_RECORD=str(tmp_path / "mujoco_arm.jsonl"))
+
+
+@pytest.fixture
 def pace_env(rclpy_env: dict[str, str], tmp_path: Path) -> dict[str, str]:
     """rclpy_env with PACE_PLUGIN installed as a distribution (entry point included)."""
     site = install_plugin(tmp_path, "pace_plugin", PACE_PLUGIN)
     return dict(rclpy_env, PYTHONPATH=str(site), PACE_LOG=str(tmp_path / "pace.log"))
 
 
-def _commands(arm: Proc) -> list[dict]:
+def _commands(arm: Proc | ArmRecord) -> list[dict]:
     return arm.named("cmd")
 
 
-def _moving(arm: Proc) -> int:
+def _moving(arm: Proc | ArmRecord) -> int:
     """How many commands asked for motion (a target away from where the arm stood)."""
     return _count_moving(_commands(arm))
 
 
-def _start(procs, env, interface: str, *args: str) -> tuple[Proc, Proc]:
-    arm = procs([sys.executable, str(ARM), "--rate", "200"], env, roborl=False)
-    arm.wait_event("ready", START)
+def _start(
+    procs,
+    env,
+    interface: str,
+    *args: str,
+    kind: str = "ros2",
+    fault: str | None = None,
+    moving: int = 20,
+) -> tuple[Proc | ArmRecord, Proc]:
+    """The arm (`kind`) and a deploy commanding it; `fault` (estop, mute) once it moved."""
+    robot = ["robot=ros2"]
+    if kind == "mujoco":
+        record = Path(env["ARM_RECORD"])
+        faults = [f"robot.options.faults.{FAULTS[fault]}=60"] if fault else []
+        robot = [*MUJOCO_ARM, f"robot.options.record={record}", *faults]
+    else:
+        arm_proc = procs([sys.executable, str(ARM), "--rate", "200"], env, roborl=False)
+        arm_proc.wait_event("ready", START)
     dep = procs(
-        ["deploy", "robot=ros2", "robot.connect_timeout_s=60", "rate_hz=50", "duration_s=300",
+        ["deploy", *robot, "robot.connect_timeout_s=60", "rate_hz=50", "duration_s=300",
          f"robot.safety.max_delta={MAX_DELTA}", *INTERFACES[interface], *args],
         env,
     )  # fmt: skip
+    arm: Proc | ArmRecord = ArmRecord(record, dep) if kind == "mujoco" else arm_proc
     dep.wait_event("deploy_start", START)
-    arm.wait(lambda: _moving(arm) >= 20, "the arm was never moved", START)
+    if moving:
+        arm.wait(lambda: _moving(arm) >= moving, "the arm was never moved", START)
+    else:
+        arm.wait(lambda: len(_commands(arm)) >= 20, "no commands", START)
+    if fault and isinstance(arm, Proc):
+        arm.send(fault)
     return arm, dep
 
 
@@ -171,7 +232,7 @@ def _assert_held(after: list[dict]) -> None:
     assert abs(stood - -2.73) > 10 * MAX_DELTA  # the arm had moved: the hold tracks it
 
 
-def _after(arm: Proc, index: int, at_least: int) -> list[dict]:
+def _after(arm: Proc | ArmRecord, index: int, at_least: int) -> list[dict]:
     """The commands from the `index`-th on, once `at_least` of them arrived (the hold is
     re-sent every period while latched)."""
     arm.wait(lambda: len(_commands(arm)) >= index + at_least, "holds stopped coming", 60)
@@ -208,18 +269,18 @@ def _count_moving(cmds: list[dict]) -> int:
     return sum(c["target"] is not None and abs(c["target"] - c["pos"]) > MOVING for c in cmds)
 
 
-def test_estop_topic_holds_where_the_arm_stands(rclpy_env, procs, balance_checkpoint) -> None:
+def test_estop_topic_holds_where_the_arm_stands(rclpy_env, procs, balance_checkpoint, kind) -> None:
+    """The robot's e-stop (a Bool on /estop; the MuJoCo arm's e-stop fault)."""
     arm, dep = _start(procs, rclpy_env, "trajectory", f"checkpoint={balance_checkpoint}",
-                      "robot.safety.max_state_age_s=5")  # fmt: skip
-    arm.send("estop")
+                      "robot.safety.max_state_age_s=5", kind=kind, fault="estop")  # fmt: skip
     ev = dep.wait_event("estop", 60)
     _assert_held(_after(arm, ev["commands_at_estop"], 10))
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
-def test_signal_holds_where_the_arm_stands(rclpy_env, procs, balance_checkpoint, sig) -> None:
+def test_signal_holds_where_the_arm_stands(rclpy_env, procs, balance_checkpoint, sig, kind) -> None:
     arm, dep = _start(procs, rclpy_env, "forward", f"checkpoint={balance_checkpoint}",
-                      "robot.safety.max_state_age_s=5")  # fmt: skip
+                      "robot.safety.max_state_age_s=5", kind=kind)  # fmt: skip
     dep.proc.send_signal(sig)
     done = dep.wait_event("done", 120)
     assert done["estop"] and done["interventions"]["estop"] == 1, done
@@ -228,12 +289,12 @@ def test_signal_holds_where_the_arm_stands(rclpy_env, procs, balance_checkpoint,
 
 
 def test_stale_state_watchdog_holds_the_last_sent_target(
-    rclpy_env, procs, balance_checkpoint
+    rclpy_env, procs, balance_checkpoint, kind
 ) -> None:
-    """The arm's JointState stream dies: with no fresh measurement the hold is the last
+    """The arm's state stream dies: with no fresh measurement the hold is the last
     target sent (where the arm, which tracks it, stands), never zero."""
-    arm, dep = _start(procs, rclpy_env, "trajectory", f"checkpoint={balance_checkpoint}")
-    arm.send("mute")
+    arm, dep = _start(procs, rclpy_env, "trajectory", f"checkpoint={balance_checkpoint}",
+                      kind=kind, fault="mute")  # fmt: skip
     stop = dep.wait_event("watchdog_stop", 60)
     assert "state is" in stop["cause"]
     done = dep.wait_event("done", 120)
@@ -241,27 +302,19 @@ def test_stale_state_watchdog_holds_the_last_sent_target(
     _assert_held(_after(arm, stop["commands_sent"] - 1, 1))
 
 
-def test_nan_policy_never_moves_the_arm(rclpy_env, procs, nan_checkpoint) -> None:
-    arm = procs([sys.executable, str(ARM), "--rate", "200"], rclpy_env, roborl=False)
-    arm.wait_event("ready", START)
-    dep = procs(
-        ["deploy", "robot=ros2", "robot.connect_timeout_s=60", "rate_hz=50", "duration_s=300",
-         f"checkpoint={nan_checkpoint}", "robot.safety.max_state_age_s=5",
-         *INTERFACES["trajectory"]],
-        rclpy_env,
-    )  # fmt: skip
-    dep.wait_event("deploy_start", START)
-    arm.wait(lambda: len(_commands(arm)) >= 20, "no commands", START)
+def test_nan_policy_never_moves_the_arm(rclpy_env, procs, nan_checkpoint, kind) -> None:
+    arm, _ = _start(procs, rclpy_env, "trajectory", f"checkpoint={nan_checkpoint}",
+                    "robot.safety.max_state_age_s=5", kind=kind, moving=0)  # fmt: skip
     cmds = _commands(arm)
     assert all(abs(c["target"] - -2.73) < TOLERANCE for c in cmds), cmds[:5]
     assert all(abs(c["pos"] - -2.73) < TOLERANCE for c in cmds)
 
 
-def test_hung_policy_is_held_where_the_arm_stands(pace_env, procs) -> None:
+def test_hung_policy_is_held_where_the_arm_stands(pace_env, procs, kind) -> None:
     """The policy hangs for 3 s at its 40th call: the supervisor holds the arm in place
     while it hangs, and keeps re-sending the hold."""
     arm, dep = _start(procs, pace_env, "trajectory", "algo=pace_test", "algo.hang_s=3",
-                      "robot.safety.max_state_age_s=5")  # fmt: skip
+                      "robot.safety.max_state_age_s=5", kind=kind)  # fmt: skip
     done = dep.wait_event("done", 120)  # the policy watchdog stops deploy once it returns
     assert done["exit_code"] == 3 and done["interventions"]["watchdog_supervisor"] >= 1, done
     returns = [float(x) for x in Path(pace_env["PACE_LOG"]).read_text().split()]

@@ -16,12 +16,14 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from roborl.core.errors import ConfigError, RobotError
-from roborl.robots.transport import msgs
+
+if TYPE_CHECKING:  # cyclonedds's IDL types: imported where a ROS image is built
+    from roborl.robots.transport import msgs
 
 log = logging.getLogger("roborl.robots.cameras")
 
@@ -105,6 +107,8 @@ def parse_cameras(value: Any, where: str = "robot.cameras") -> list[CameraSpec]:
 
 def encode_image(frame: np.ndarray, stamp: msgs.Time, frame_id: str = "") -> msgs.Image:
     """An (H, W, 3) uint8 RGB frame as a sensor_msgs/Image (rgb8, rows packed)."""
+    from roborl.robots.transport import msgs
+
     frame = np.ascontiguousarray(frame)
     if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[2] != 3:
         raise TypeError(f"encode_image needs uint8 (H, W, 3), got {frame.dtype} {frame.shape}")

@@ -30,7 +30,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -39,44 +39,15 @@ from roborl.core.errors import ConfigError, RobotError
 from roborl.core.interfaces import RobotDriver
 from roborl.robots.config import robot_config_dict
 from roborl.robots.env.cameras import CameraFeed, parse_cameras
-from roborl.robots.env.driver_params import apply_parameters, robot_parameters
 from roborl.robots.env.driver_safety import SafetyServices
+from roborl.robots.env.joint_state import parse_joint_state
 from roborl.robots.transport import msgs
-from roborl.robots.transport.common import Param, make_transport, qos_spec
+from roborl.robots.transport.common import make_transport, qos_spec
 from roborl.robots.transport.protocol import Transport
 
 log = logging.getLogger("roborl.robots.driver")
 
 QOS_TOPICS = ("state", "command", "estop", "diagnostics")
-
-
-def parse_joint_state(
-    msg: msgs.JointState, joints: Sequence[str], fields: Sequence[str]
-) -> np.ndarray:
-    """Observation vector [field0 of joints..., field1 of joints...]; RobotError if malformed."""
-    names = list(msg.name)
-    if len(set(names)) != len(names):
-        raise RobotError(f"JointState has duplicate joint names {names}.")
-    index = {n: i for i, n in enumerate(names)}
-    missing = [j for j in joints if j not in index]
-    if missing:
-        raise RobotError(
-            f"JointState lacks joints {missing}; it names {names}, the robot config expects "
-            f"{list(joints)}."
-        )
-    out = []
-    for f in fields:
-        values = list(getattr(msg, f))
-        if len(values) != len(names):
-            raise RobotError(
-                f"JointState.{f} has {len(values)} values for {len(names)} names; "
-                f"ROS 2 requires one per name."
-            )
-        picked = [values[index[j]] for j in joints]
-        if not all(math.isfinite(v) for v in picked):
-            raise RobotError(f"JointState.{f} has non-finite values {picked} for {list(joints)}.")
-        out.extend(picked)
-    return np.asarray(out, dtype=np.float64)
 
 
 class Ros2Driver(SafetyServices, RobotDriver):
@@ -112,6 +83,7 @@ class Ros2Driver(SafetyServices, RobotDriver):
                 f"robot.command.time_from_start_s={tfs!r} must be > 0 (null: one control period)."
             )
         self.state_topic = cfg["state_topic"]
+        self.reset_mode, self.reset_topic = cfg["reset"]["mode"], str(cfg["reset"]["topic"])
         self.estop_topic = cfg["estop_topic"]
         qos = dict(cfg.get("qos") or {})
         bad_qos = [k for k in qos if k not in QOS_TOPICS]
@@ -145,57 +117,18 @@ class Ros2Driver(SafetyServices, RobotDriver):
         self._take: Callable[[], tuple[Any, float, int]] | None = None
         self._take_lock = threading.Lock()
         self._publish: Any = None
+        self._reset_pub: Any = None
         self.sent = 0
 
     @classmethod
     def open(
-        cls,
-        cfg: Mapping[str, Any],
-        node_name: str | None = None,
-        *,
-        namespace: str | None = None,
-        ros_args: Sequence[str] | None = None,
-        lifecycle: Mapping[str, Callable[[], bool]] | None = None,
-        extra_params: Mapping[str, Param] | None = None,
+        cls, cfg: Mapping[str, Any], node_name: str | None = None, **ros: Any
     ) -> tuple[Ros2Driver, dict[str, Any]]:
         """Start the node, declare the robot config as ROS parameters and build the driver
-        from the values in force. Returns the driver (not yet connected) and the resolved
-        config (what the safety layer and the env must use), plus `extra_params`' values
-        under their own names in the config's top level.
+        from the values in force (`ros2_kind.open_ros2`, which documents `ros`)."""
+        from roborl.robots.env.ros2_kind import open_ros2
 
-        `ros_args` default to the config's `ros_args` list, with `params_file` appended as
-        `--params-file` (how `train robot=...` takes them)."""
-        if ros_args is None:
-            ros_args = [str(a) for a in cfg.get("ros_args") or []]
-            if cfg.get("params_file"):
-                ros_args += ["--params-file", str(cfg["params_file"])]
-        name = node_name or cfg.get("node_name") or "roborl_driver"
-        checked = cls(cfg)  # the config's own checks first, before any ROS traffic
-        from roborl.robots.transport.common import rclpy_available
-        from roborl.robots.transport.security import apply_security
-
-        kind = cfg.get("transport", "auto")
-        kind = ("rclpy" if rclpy_available() else "dds") if kind == "auto" else kind
-        ros_args = [*ros_args, *apply_security(checked.security, kind)]
-        transport = make_transport(
-            cfg.get("transport", "auto"),
-            name,
-            namespace=namespace if namespace is not None else str(cfg.get("namespace") or ""),
-            ros_args=ros_args,
-            lifecycle=lifecycle,
-        )
-        try:
-            params = {**robot_parameters(cfg), **dict(extra_params or {})}
-            resolved = apply_parameters(cfg, transport.declare_parameters(params))
-            extras = {k: resolved.pop(k) for k in dict(extra_params or {}) if k in resolved}
-            # ROS parameters are checked like the config they override (-p safety.max_delta:=-1).
-            resolved = robot_config_dict(resolved)
-            driver = cls({**resolved, "node_name": name}, transport=transport)
-            resolved.update(extras)
-        except BaseException:
-            transport.close()
-            raise
-        return driver, resolved
+        return open_ros2(cls, cfg, node_name, **ros)
 
     @property
     def transport(self) -> Transport | None:
@@ -242,6 +175,8 @@ class Ros2Driver(SafetyServices, RobotDriver):
                 t.subscribe(c.topic, msgs.Image, self.feeds[c.name].on_message, c.qos)
                 for c in self.cameras
             ]
+            if self.reset_mode == "topic":  # discovered by the robot before the first reset
+                self._reset_pub = t.publisher(self.reset_topic, msgs.Bool)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             self._take_state()
@@ -376,6 +311,39 @@ class Ros2Driver(SafetyServices, RobotDriver):
         """The node's clock (wall time once the transport is closed)."""
         return self._transport.now() if self._transport is not None else time.time()
 
+    # -- the rest of the `Robot` protocol ------------------------------------------------
+    now = node_now
+
+    @property
+    def use_sim_time(self) -> bool:
+        """The node's `use_sim_time` parameter: steps tick on /clock."""
+        return bool(self._transport is not None and self._transport.use_sim_time)
+
+    @property
+    def endpoint(self) -> str:
+        return self.command_topic
+
+    def log(self, level: int, message: str) -> None:
+        if self._transport is not None:
+            self._transport.log(level, message)
+        else:
+            log.log(level, message)
+
+    def request_reset(self, reset: Mapping[str, Any]) -> None:
+        """`reset.mode` topic (a std_msgs/Bool True, e.g. sim-robot's /sim_robot/reset) or
+        service (a std_srvs/Trigger call, answered once the new episode started)."""
+        from roborl.robots.env.episode import call_trigger
+
+        t = self._transport
+        if t is None:
+            raise RobotError("request_reset() before connect().")
+        if reset["mode"] == "topic":
+            if self._reset_pub is None:
+                self._reset_pub = t.publisher(str(reset["topic"]), msgs.Bool)
+            self._reset_pub(msgs.Bool(data=True))
+        elif reset["mode"] == "service":
+            call_trigger(t, str(reset["service"]), float(reset["timeout_s"]))
+
     def stop(self, hold: np.ndarray | None = None) -> None:
         """Send the stop command: `hold` (the safety layer's hold, e.g. the last position for
         position control) or zeros (effort/velocity control)."""
@@ -395,6 +363,7 @@ class Ros2Driver(SafetyServices, RobotDriver):
             self._transport.close()
             self._transport = None
             self._publish = None
+            self._reset_pub = None
             self._take = None
 
     # -- callbacks -----------------------------------------------------------------------------

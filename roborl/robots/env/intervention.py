@@ -45,7 +45,6 @@ from typing import Any
 import numpy as np
 
 from roborl.core.errors import ConfigError
-from roborl.robots.transport import msgs
 from roborl.robots.transport.common import qos_spec
 
 TYPES = ("joy", "twist", "twist_stamped")
@@ -142,6 +141,8 @@ class Teleop:
 
     @property
     def msg_type(self) -> type:
+        from roborl.robots.transport import msgs  # cyclonedds's IDL types: ROS robots only
+
         return {"joy": msgs.Joy, "twist": msgs.Twist, "twist_stamped": msgs.TwistStamped}[
             self.config.type
         ]

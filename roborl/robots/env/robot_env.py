@@ -1,4 +1,4 @@
-"""A real robot as a `gymnasium.Env`: a `RobotDriver` behind the safety layer.
+"""A real robot as a `gymnasium.Env`: a `Robot` (`roborl.robots.robot`) behind the safety layer.
 
 `step` waits for the next control tick (fixed rate), filters the action through the safety
 layer, commands the robot, then reads the newest state. A watchdog hold truncates the episode;
@@ -43,16 +43,15 @@ import numpy as np
 from roborl.core.errors import ConfigError, RobotError
 from roborl.core.stop_signals import STOP_SIGNALS, signal_cause
 from roborl.robots.config import hold_for, robot_config_dict
-from roborl.robots.env.driver import Ros2Driver
-from roborl.robots.env.episode import EpisodeConfig, EpisodeControl, call_trigger
+from roborl.robots.env.episode import EpisodeConfig, EpisodeControl
 from roborl.robots.env.intervention import make_teleop
 from roborl.robots.env.safety import SafetyConfig, SafetyLayer
-from roborl.robots.transport import msgs
+from roborl.robots.robot import Robot, RobotLayout, require_transport
 
 log = logging.getLogger("roborl.robots.env")
 
 
-def robot_observation_space(driver: Ros2Driver) -> gym.Space:
+def robot_observation_space(driver: RobotLayout) -> gym.Space:
     """The joint vector (Box), or with cameras a Dict of `state` and one uint8 image per
     camera (what `train robot=` stores and what `deploy` checks a policy against)."""
     n_obs = len(driver.joints) * len(driver.fields)
@@ -65,7 +64,7 @@ def robot_observation_space(driver: Ros2Driver) -> gym.Space:
     return gym.spaces.Dict(spaces)
 
 
-def read_observation(driver: Ros2Driver) -> tuple[Any, float, dict[str, float]]:
+def read_observation(driver: Robot) -> tuple[Any, float, dict[str, float]]:
     """(observation, state age, per-camera frame ages) from the driver's newest messages."""
     state, age = driver.observation()
     if not driver.cameras:
@@ -80,9 +79,14 @@ def read_observation(driver: Ros2Driver) -> tuple[Any, float, dict[str, float]]:
 class RobotEnv(gym.Env):
     metadata = {"render_modes": []}
 
-    def __init__(self, cfg: Mapping[str, Any], driver: Ros2Driver | None = None) -> None:
+    def __init__(self, cfg: Mapping[str, Any], driver: Robot | None = None) -> None:
         self.cfg = robot_config_dict(cfg)  # typed and validated, every default filled in
-        self.driver = driver or Ros2Driver(self.cfg)
+        if driver is None:  # the config alone: a ROS 2 driver that opens its node at connect
+            from roborl.robots.env.driver import Ros2Driver
+
+            driver = Ros2Driver(self.cfg)
+        #: The robot (any `Robot`: the ROS 2 driver, the in-process MuJoCo robot, a plugin's).
+        self.driver: Robot = driver
         self.rate_hz = float(self.cfg["rate_hz"])
         if self.rate_hz <= 0:
             raise ConfigError(f"robot.rate_hz={self.rate_hz} must be > 0.")
@@ -145,16 +149,14 @@ class RobotEnv(gym.Env):
         self.safety.bind_output(self.driver.command)
         self.safety.enable()
         self.safety.start_supervisor(self.period)
-        if self.teleop is not None:
-            self.teleop.attach(self.driver.transport)
+        if self.teleop is not None:  # ROS-only for now: a teleop topic on the robot's node
+            self.teleop.attach(require_transport(self.driver, "robot.intervention"))
+        if episode_cfg.success_service:
+            require_transport(self.driver, "robot.episode.success_service")
         self.episode = EpisodeControl(episode_cfg, self.driver.transport)
-        self._reset_pub = None
-        if self.reset_cfg["mode"] == "topic":
-            self._reset_pub = self.driver.transport.publisher(self.reset_cfg["topic"], msgs.Bool)
-        # With `use_sim_time` (a ROS parameter of the driver node) steps tick on the node's
-        # clock, i.e. /clock: `rate_hz` per sim second, and no step while the sim stands still.
-        transport = self.driver.transport
-        self.sim_time = bool(transport is not None and transport.use_sim_time)
+        # With `use_sim_time` (e.g. a ROS parameter of the driver node) steps tick on the
+        # robot's clock: `rate_hz` per sim second, and no step while the sim stands still.
+        self.sim_time = self.driver.use_sim_time
         if self.sim_time:  # the supervisor too: a paused simulation is not a hung policy
             self.safety.clock = self._clock
         self._next_tick = self._clock()
@@ -243,7 +245,7 @@ class RobotEnv(gym.Env):
     def _clock(self) -> float:
         """The control clock: the node's clock (/clock) with use_sim_time, else monotonic."""
         if self.sim_time:
-            return self.driver.node_now()
+            return self.driver.now()
         return time.monotonic()
 
     def _wait_tick(self) -> None:
@@ -298,18 +300,12 @@ class RobotEnv(gym.Env):
         self._await_enable()
         self.safety.send_hold()
         mode = self.reset_cfg["mode"]
-        if mode == "topic" and self._reset_pub is not None:
-            self._reset_pub(msgs.Bool(data=True))
+        if mode in ("topic", "service"):  # the robot's own reset routine
+            self.driver.request_reset(self.reset_cfg)
         elif mode == "operator":
             input("roborl: reset the robot, then press Enter ")
         elif mode == "home":
             self._move_home()
-        elif mode == "service":
-            call_trigger(
-                self.driver.transport,
-                str(self.reset_cfg["service"]),
-                float(self.reset_cfg["timeout_s"]),
-            )
         time.sleep(float(self.reset_cfg["wait_s"]))
         obs = self._fresh_obs(time.monotonic(), float(self.cfg["connect_timeout_s"]))
         self.episode.start()
@@ -407,11 +403,13 @@ class RobotEnv(gym.Env):
         self.driver.close()
 
 
-def make_robot_env(cfg: Mapping[str, Any], driver: Ros2Driver | None = None) -> gym.Env:
-    """Factory registered as `roborl_robots["ros2"]`. Every stop signal (Ctrl-C, SIGTERM,
+def make_robot_env(
+    cfg: Mapping[str, Any], driver: Robot | None = None, *, robot: Robot | None = None
+) -> gym.Env:
+    """The env of `train robot=NAME` (`RobotKind`). Every stop signal (Ctrl-C, SIGTERM,
     SIGHUP, SIGQUIT) requests the e-stop first (the hold follows on the supervisor's thread,
     after any command the signal interrupted), then runs the handler that was there."""
-    env = RobotEnv(cfg, driver=driver)
+    env = RobotEnv(cfg, driver=robot or driver)
     for signum in STOP_SIGNALS:
         previous = signal.getsignal(signum)
 

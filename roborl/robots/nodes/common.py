@@ -12,25 +12,28 @@ import dataclasses
 import json
 import signal
 import sys
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from roborl.core.config import build_config
 from roborl.core.errors import RoborlError, RobotError
 from roborl.core.stop_signals import STOP_SIGNALS
 
-if TYPE_CHECKING:
-    from roborl.robots.transport.protocol import Transport
-
 T = TypeVar("T")
+
+
+class LogSink(Protocol):
+    """Where a node's log lines go: a ROS 2 transport (/rosout) or a `Robot`."""
+
+    def log(self, level: int, message: str) -> None: ...
 
 
 def emit_event(**fields: Any) -> None:
     print(json.dumps(fields), flush=True)
 
 
-def announce(transport: Transport | None, level: int, **fields: Any) -> None:
+def announce(transport: LogSink | None, level: int, **fields: Any) -> None:
     """A JSON event on stdout (what scripts and tests read) and a log line on the node's
-    logger (what /rosout and `ros2 topic echo /rosout` show)."""
+    logger (what /rosout and `ros2 topic echo /rosout` show; a robot's own log without ROS)."""
     emit_event(**fields)
     if transport is not None:
         rest = " ".join(f"{k}={v}" for k, v in fields.items() if k != "event")

@@ -115,8 +115,9 @@ def deploy(argv: list[str]) -> int:
                 "estop_topic, command.*, safety.*, plus autostart and on_watchdog.\n"
                 + ROS_ARGS_HELP,
                 DeployOptions,
-                "Config groups: robot=NAME (default ros2; robot.joints, robot.safety.*, "
-                "robot.qos.*, ...), algo=NAME.",
+                "Config groups: robot=NAME (default ros2; robot=mujoco runs an in-process "
+                "MuJoCo robot without ROS; robot.joints, robot.safety.*, robot.qos.*, ...), "
+                "algo=NAME.",
             )
         )
         return 0
@@ -171,5 +172,5 @@ def deploy(argv: list[str]) -> int:
 
 
 deploy_cmd = guard_command(
-    deploy, "deploy", "run a checkpoint's policy on a ROS 2 robot through the safety layer"
+    deploy, "deploy", "run a checkpoint's policy on a robot through the safety layer"
 )

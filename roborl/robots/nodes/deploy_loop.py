@@ -21,7 +21,7 @@ class ControlLoop:
 
     def _pace(self, next_tick: float) -> float:
         """Sleep until the next tick of the node's clock (sim time with use_sim_time)."""
-        clock = (lambda: self.transport.now()) if self.sim_time else time.monotonic
+        clock = self.driver.now if self.sim_time else time.monotonic
         next_tick += self.period
         if clock() - next_tick > self.period:  # fell behind (or the clock jumped): restart
             next_tick = clock()
@@ -47,10 +47,10 @@ class ControlLoop:
             self._start()
         else:
             announce(
-                self.transport,
+                self.driver,
                 logging.INFO,
                 event="waiting_for_lifecycle",
-                node=self.transport.fully_qualified_name or self.opts.node_name,
+                node=self.node_label(),
             )
         from roborl.robots.env.robot_env import read_observation
 
@@ -86,7 +86,7 @@ class ControlLoop:
                         with env.safety._out_lock:
                             sent = driver.sent
                         announce(
-                            self.transport,
+                            self.driver,
                             logging.ERROR,
                             event="estop",
                             cause=env.safety.estop_cause,
@@ -117,7 +117,7 @@ class ControlLoop:
                     last_seen = driver.received
                 if decision.watchdog:
                     announce(
-                        self.transport,
+                        self.driver,
                         logging.ERROR,
                         event="watchdog_stop",
                         cause=decision.cause,
@@ -146,7 +146,7 @@ class ControlLoop:
 
         env, driver = self.env, self.driver
         return {
-            "node": self.transport.fully_qualified_name or self.opts.node_name,
+            "node": self.node_label(),
             "rate_hz_target": self.rate_hz,
             "rate_hz_achieved": (len(ticks) - 1) / (ticks[-1] - ticks[0])
             if len(ticks) > 1

@@ -1,5 +1,5 @@
-"""`roborl deploy`'s node: the driver, the robot env built at configure, the policy, and the
-lifecycle transitions (configure, activate, deactivate, cleanup, shutdown) that decide when the
+"""`roborl deploy`'s node: the robot (any `roborl.robots.robot.Robot`, opened through its
+`RobotKind`), the robot env built at configure, the policy, and the lifecycle transitions (configure, activate, deactivate, cleanup, shutdown) that decide when the
 control loop (`deploy_loop.ControlLoop`) may command; teardown sends the final hold.
 """
 
@@ -36,8 +36,8 @@ class DeployNode(ControlLoop):
     ) -> None:
         from roborl.core.algorithms import algorithm_from_checkpoint
         from roborl.core.plugins import get_host
-        from roborl.robots.env.driver import Ros2Driver
-        from roborl.robots.transport.common import Param, rclpy_available
+        from roborl.robots.robot import robot_kind
+        from roborl.robots.transport.common import Param
 
         self.opts = opts
         self.lock = threading.RLock()
@@ -74,8 +74,8 @@ class DeployNode(ControlLoop):
                     "checkpoint=PATH; only algorithms that act without training (e.g. "
                     "algo=llm) run from config alone."
                 )
-        kind = robot_cfg.get("transport", "auto")
-        self.managed = kind == "rclpy" or (kind == "auto" and rclpy_available())
+        kind = robot_kind(host.registry, robot_cfg, "deploy")
+        self.managed = kind.lifecycle(robot_cfg)  # a ROS 2 lifecycle node (rclpy)
         handlers = {
             "configure": self._on_configure,
             "activate": self._on_activate,
@@ -83,7 +83,7 @@ class DeployNode(ControlLoop):
             "cleanup": self._on_cleanup,
             "shutdown": self._on_shutdown,
         }
-        self.driver, self.cfg = Ros2Driver.open(
+        self.driver, self.cfg = kind.open(
             robot_cfg,
             opts.node_name,
             namespace=opts.namespace,
@@ -94,7 +94,7 @@ class DeployNode(ControlLoop):
                 "on_watchdog": Param(opts.on_watchdog, "exit or hold on a watchdog stop"),
             },
         )
-        self.transport = self.driver.transport
+        self.transport = self.driver.transport  # None for a robot without ROS
         try:
             self._setup(algo_cfg, host)
         except BaseException:
@@ -131,13 +131,13 @@ class DeployNode(ControlLoop):
         _check_policy_space(self.policy.observation_space, obs_space, d)
         unchecked = check_trained_robot(self.trained, d)  # joint names and order
         if unchecked:
-            announce(self.transport, logging.INFO, event="policy_check", note=unchecked)
-        self.sim_time = bool(self.transport.use_sim_time)
+            announce(self.driver, logging.INFO, event="policy_check", note=unchecked)
+        self.sim_time = self.driver.use_sim_time
 
     # -- lifecycle ---------------------------------------------------------------------------
     def _lifecycle(self, state: str) -> None:
         if self.managed:
-            announce(self.transport, logging.INFO, event="lifecycle", state=state)
+            announce(self.driver, logging.INFO, event="lifecycle", state=state)
 
     def _on_configure(self) -> bool:
         """Connect to the robot (wait for a valid JointState) and build the safety layer once;
@@ -153,7 +153,7 @@ class DeployNode(ControlLoop):
                     # Configured is not active: no command until the activate transition.
                     self.env.safety.disable("configured, not yet active", hold=False)
                     if self.sim_time:  # a paused simulation is not a hung policy
-                        self.env.safety.clock = lambda: self.transport.now()
+                        self.env.safety.clock = self.driver.now
                     self.driver.serve_safety(
                         self.env.safety,
                         clear=self._clear_estop,
@@ -190,7 +190,7 @@ class DeployNode(ControlLoop):
                 return False
             if self.env.safety.estopped:
                 announce(
-                    self.transport,
+                    self.driver,
                     logging.ERROR,
                     event="activate_refused",
                     cause=f"e-stop latched ({self.env.safety.estop_cause}); clear it with "
@@ -203,14 +203,14 @@ class DeployNode(ControlLoop):
         if not self.started:
             self.started = True
             announce(
-                self.transport,
+                self.driver,
                 logging.INFO,
                 event="deploy_start",
-                node=self.transport.fully_qualified_name or self.opts.node_name,
+                node=self.node_label(),
                 managed=self.managed,
                 rate_hz=self.rate_hz,
                 joints=self.driver.joints,
-                command_topic=self.driver.command_topic,
+                command_topic=self.driver.endpoint,
                 sim_time=self.sim_time,
             )
         return True
@@ -247,7 +247,7 @@ class DeployNode(ControlLoop):
         self.active = False
         self.env.reset_estop()
         self.reported_estop = False
-        announce(self.transport, logging.WARNING, event="estop_cleared", awaiting="activate")
+        announce(self.driver, logging.WARNING, event="estop_cleared", awaiting="activate")
         if self.managed and self.transport.lifecycle_state() == "active":
             # Off the service's thread: a transition from inside a callback would wait on it.
             threading.Thread(
@@ -258,7 +258,12 @@ class DeployNode(ControlLoop):
         with self.lock:
             self.env.safety.enable()
             self.active = True
-        announce(self.transport, logging.WARNING, event="activated")
+        announce(self.driver, logging.WARNING, event="activated")
+
+    def node_label(self) -> str:
+        """The node's fully qualified name for events (the option's name without a node)."""
+        name = self.transport.fully_qualified_name if self.transport is not None else None
+        return name or self.opts.node_name
 
     def _status(self) -> dict[str, Any]:
         state = self.transport.lifecycle_state() if self.managed else "active"

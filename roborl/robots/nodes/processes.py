@@ -21,8 +21,13 @@ from typing import Any
 class EventProcess:
     """A subprocess whose JSON stdout lines are collected as events; stdin stays open."""
 
-    def __init__(self, args: Sequence[str], env: Mapping[str, str] | None = None) -> None:
-        self.proc = subprocess.Popen(
+    def __init__(
+        self, args: Sequence[str], env: Mapping[str, str] | None = None, process: Any = None
+    ) -> None:
+        """Start `args` with text pipes, or follow `process`, one already started that way
+        (anything with Popen's pipes, `poll`, `wait`, `terminate` and `kill`: roborl's tests
+        fork their `roborl` commands from a pre-imported server)."""
+        self.proc = process or subprocess.Popen(
             list(args), env=dict(env) if env is not None else None, stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip

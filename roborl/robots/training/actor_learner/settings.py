@@ -60,8 +60,8 @@ class ActorLearnerConfig:
 def learner_spaces(robot_cfg: Mapping[str, Any], cfg: ActorLearnerConfig) -> tuple[Any, Any]:
     """(observation space, action space) from the learner's own config, never from a peer.
 
-    For `robot.name: ros2` they follow from the robot config as the actor's `RobotEnv`
-    builds them (observed joints x fields, plus one uint8 image per camera; a Box of the
+    For a robot config (`robot=ros2`, `robot=mujoco`) they follow from it as the actor's
+    `RobotEnv` builds them (observed joints x fields, plus one uint8 image per camera; a Box of the
     safety limits of the commanded joints), without opening the robot. Another robot plugin
     states them in `actor_learner.spaces` (the `space_to_dict` form a checkpoint stores)."""
     if cfg.spaces is not None:
@@ -74,19 +74,19 @@ def learner_spaces(robot_cfg: Mapping[str, Any], cfg: ActorLearnerConfig) -> tup
                 f"SPACE}} with SPACE like {{type: Box, low: -1, high: 1, shape: [2], dtype: "
                 f"float32}} ({exc})."
             ) from exc
-    if robot_cfg.get("name") != "ros2":
+    from roborl.robots.config import robot_config_dict
+    from roborl.robots.env.robot_env import robot_observation_space
+    from roborl.robots.robot import ConfigLayout
+
+    try:  # the built-in robots' config (ros2, mujoco) and any plugin's that extends it
+        robot_cfg = robot_config_dict(robot_cfg)  # the defaults the actor's RobotEnv uses
+    except ConfigError as exc:
         raise ConfigError(
             f"collector=actor_learner with robot.name={robot_cfg.get('name')!r}: the learner "
-            "takes its spaces from its config, and only a ros2 robot config describes them. "
-            "Set actor_learner.spaces={observation: ..., action: ...} (as a checkpoint's "
-            "spaces: {type: Box, low, high, shape, dtype})."
-        )
-    from roborl.robots.config import robot_config_dict
-    from roborl.robots.env.driver import Ros2Driver
-    from roborl.robots.env.robot_env import robot_observation_space
-
-    robot_cfg = robot_config_dict(robot_cfg)  # the defaults the actor's RobotEnv uses
-    driver = Ros2Driver(robot_cfg)  # parses the config only: no node, no connection
+            "takes its spaces from the robot config, which does not describe them here. Set actor_learner.spaces={observation: ..., action: ...} (as a checkpoint's "
+            f"spaces: {{type: Box, low, high, shape, dtype}}). ({exc})"
+        ) from exc
+    driver = ConfigLayout.of(robot_cfg)  # the config's layout: no node, no connection
     n_cmd = len(driver.command_joints)
     safety = dict(robot_cfg.get("safety") or {})
     low = np.asarray(safety.get("low") or [-1.0] * n_cmd, np.float32)
