@@ -101,6 +101,11 @@ class ReplayBuffer(SharedFrames, BufferState):
     def __len__(self) -> int:
         return self.size
 
+    def can_sample(self, batch_size: int) -> bool:
+        """Whether the loop may draw a batch now (the HER buffer also waits for an episode
+        to end, `roborl.core.buffer_her`)."""
+        return self.size >= batch_size
+
     def nbytes(self) -> int:
         """Bytes held by the buffer's tensors (side store included): memory reports."""
         tensors = [self.actions, self.rewards, self.terminated, *self.extras.values()]

@@ -224,6 +224,14 @@ class RunConfig:
             "reward.path=DIR reward.threshold=0.5 reward.terminate_on_success=true"
         },
     )
+    her: str | dict[str, Any] | None = field(
+        default=None,
+        metadata={
+            "help": "Hindsight Experience Replay for goal envs (off-policy loop), e.g. "
+            "her=future her.n_sampled_goal=4; strategies future, final, episode "
+            "(roborl.core.buffer_her)"
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.distributed and self.collector not in ("vector", self.distributed):

@@ -8,7 +8,8 @@ with one driver, so a run shares one instance among its users (`SharedEnv`).
 
 Every env built from config gets the same observation treatment (`standard_obs`): a nested
 Dict is flattened (`FlattenDictObservation`), ``env.concat_obs=true`` concatenates a Dict of
-vectors into one Box, ``env.frame_stack=k`` stacks frames.
+vectors into one Box (with ``her=``, a goal env's ``concat(observation, desired_goal)`` instead,
+`roborl.core.goals.GoalObservation`), ``env.frame_stack=k`` stacks frames.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import gymnasium as gym
 from gymnasium.utils import seeding
 
 from roborl.core.errors import ConfigError, did_you_mean
+from roborl.core.goals import GoalObservation, her_options
 from roborl.core.obs import (
     flatten_dict_obs,
     flatten_dict_space,
@@ -35,8 +37,11 @@ def _gym_ids() -> list[str]:
     return sorted(gym.envs.registry.keys())
 
 
-def env_factory(registry: Registry, env_cfg: Mapping[str, Any]) -> Callable[[], gym.Env]:
-    """A zero-argument constructor for one env as described by the `env` config group."""
+def env_factory(
+    registry: Registry, env_cfg: Mapping[str, Any], goal_obs: bool = False
+) -> Callable[[], gym.Env]:
+    """A zero-argument constructor for one env as described by the `env` config group
+    (`goal_obs`: the goal env's policy view for HER, `standard_obs`)."""
     env_id = env_cfg.get("id")
     if not env_id:
         raise ConfigError(
@@ -51,7 +56,7 @@ def env_factory(registry: Registry, env_cfg: Mapping[str, Any]) -> Callable[[], 
             env = factory(**kwargs)
             if max_steps:
                 env = gym.wrappers.TimeLimit(env, max_episode_steps=int(max_steps))
-            return standard_obs(env, env_cfg)
+            return standard_obs(env, env_cfg, goal_obs)
 
         return make_plugin_env
     module = env_id.partition(":")[0] if ":" in env_id else None
@@ -83,17 +88,20 @@ def env_factory(registry: Registry, env_cfg: Mapping[str, Any]) -> Callable[[], 
             ) from None
         except gym.error.UnregisteredEnv as exc:  # `module:EnvId`: no such id in the module
             raise ConfigError(f"env.id={env_id!r}: {exc}") from None
-        return standard_obs(env, env_cfg)
+        return standard_obs(env, env_cfg, goal_obs)
 
     return make_gym_env
 
 
-def standard_obs(env: gym.Env, env_cfg: Mapping[str, Any]) -> gym.Env:
+def standard_obs(env: gym.Env, env_cfg: Mapping[str, Any], goal_obs: bool = False) -> gym.Env:
     """The observation wrappers every env built from config gets, in this order: nested Dicts
-    flattened, then ``env.concat_obs`` and ``env.frame_stack`` as configured."""
+    flattened, then ``env.concat_obs`` (or, with `goal_obs`, `GoalObservation` in its place:
+    HER relabels goals, so the goal structure must survive) and ``env.frame_stack``."""
     if is_nested_dict_space(env.observation_space):
         env = FlattenDictObservation(env)
-    if env_cfg.get("concat_obs"):
+    if goal_obs:
+        env = GoalObservation(env)
+    elif env_cfg.get("concat_obs"):
         env = concatenated(env)
     return frame_stacked(env, int(env_cfg.get("frame_stack") or 1))
 
@@ -165,7 +173,7 @@ def make_env(
     if robot_cfg:
         maker = robot_factory(registry, robot_cfg)
     else:
-        maker = env_factory(registry, cfg["env"])
+        maker = env_factory(registry, cfg["env"], goal_obs=her_options(cfg) is not None)
     if learned_reward:
         maker = with_learned_reward(registry, cfg, maker)
     env = gym.wrappers.RecordEpisodeStatistics(maker())
@@ -183,7 +191,8 @@ def make_vec_env(
             raise ConfigError(f"num_envs={num_envs} with a real robot: a robot is one env, use 1.")
         makers = [robot_factory(registry, cfg["robot"])]
     else:
-        makers = [env_factory(registry, cfg["env"])] * num_envs
+        makers = [env_factory(registry, cfg["env"], goal_obs=her_options(cfg) is not None)]
+        makers = makers * num_envs
     makers = [with_learned_reward(registry, cfg, m) for m in makers]
     if cfg.get("scripted_person") not in (None, False):
         # Training envs only: evaluation (`make_env`) runs the policy without the person.

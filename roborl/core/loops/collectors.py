@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 
+from roborl.core.goals import ACHIEVED_GOAL, EPISODE_END
 from roborl.core.interfaces import Algorithm
 from roborl.core.obs import Obs, copy_obs, index_obs
 from roborl.core.single_vector import SingleEnvVector
@@ -40,7 +41,7 @@ STEP_INFO_EXTRAS = ("intervened",)
 EXECUTED_ACTION = "executed_action"
 """Info field of an env where something other than the policy may act (a person's teleop):
 the action actually executed, which is the one stored."""
-_STEP_INFO_KEYS = frozenset({*STEP_INFO_FIELDS, *STEP_INFO_EXTRAS, EXECUTED_ACTION})
+_STEP_INFO_KEYS = frozenset({*STEP_INFO_FIELDS, *STEP_INFO_EXTRAS, EXECUTED_ACTION, ACHIEVED_GOAL})
 """What `VectorCollector` reads from the infos of a step that ends no episode."""
 
 
@@ -184,6 +185,18 @@ def executed_actions(infos: dict[str, Any], done: np.ndarray, actions: np.ndarra
     return actions if out is None else out
 
 
+def goal_extras(infos: dict[str, Any], done: np.ndarray) -> dict[str, np.ndarray]:
+    """What the HER buffer relabels with (a goal env under ``her=``, `GoalObservation`): each
+    step's `achieved_goal` (of its own next observation: from `final_info` where the episode
+    ended and the env reset in the same step) and `episode_end`."""
+    goals = np.array(infos[ACHIEVED_GOAL], dtype=np.float32)
+    final = infos.get("final_info") if done.any() else None
+    if final and ACHIEVED_GOAL in final:
+        mask = done & np.asarray(final.get(f"_{ACHIEVED_GOAL}", done), bool)
+        goals[mask] = np.asarray(final[ACHIEVED_GOAL], np.float32)[mask]
+    return {ACHIEVED_GOAL: goals, EPISODE_END: np.array(done, dtype=bool)}
+
+
 def _has_extras(infos: dict[str, Any]) -> bool:
     return any(key in infos for key in STEP_INFO_EXTRAS)
 
@@ -323,6 +336,8 @@ class VectorCollector(Collector):
                 episodes=[],
                 extras=step_extras(infos, done) if _has_extras(infos) else {},
             )
+        if ACHIEVED_GOAL in infos:
+            chunk.extras.update(goal_extras(infos, done))
         self.obs = next_obs
         if "intervened" in chunk.extras:
             self._intervened += int(chunk.extras["intervened"].sum())

@@ -10,6 +10,8 @@ loop exists once.
 With `demos=PATH` every batch takes exactly round(batch_size * demo_fraction) rows from a demo
 buffer and the rest from the online buffer (RLPD's symmetric sampling, `roborl.core.demos`),
 and transitions a person took over (`Chunk.extras["intervened"]`) go to both (HIL-SERL).
+With `her=` the buffer is `roborl.core.buffer_her.HerReplayBuffer`, which relabels goals when
+it samples and waits for a finished episode (`ReplayBuffer.can_sample`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from roborl.core.buffer import ReplayBuffer
 from roborl.core.config import OffPolicyConfig
 from roborl.core.demos import EXTRAS, add_interventions, load_demo_buffer, sample_mixed
 from roborl.core.errors import ConfigError
+from roborl.core.goals import her_options
 from roborl.core.interfaces import Algorithm
 
 if TYPE_CHECKING:
@@ -43,15 +46,22 @@ def replay_buffer(ctx: TrainContext, algo: Algorithm) -> ReplayBuffer:
         )
     obs_space, act_space = algo.observation_space, algo.action_space
     discrete = isinstance(act_space, gym.spaces.Discrete)
+    capacity = max(min(cfg.buffer_size, ctx.run.total_steps), 1)
+    # `intervened` whenever a person can take over (a robot) or demos are mixed in.
+    extras = EXTRAS if ctx.run.demos or ctx.config.get("robot") else None
+    her = her_options(ctx.config)
+    if her is not None:  # hindsight relabelling of a goal env's episodes
+        from roborl.core.buffer_her import her_replay_buffer
+
+        return her_replay_buffer(ctx, algo, her, capacity, extras)
     return ReplayBuffer(
-        max(min(cfg.buffer_size, ctx.run.total_steps), 1),
+        capacity,
         obs_space if isinstance(obs_space, gym.spaces.Dict) else obs_space.shape,
         () if discrete else act_space.shape,
         device=ctx.run.buffer_device or ctx.device,
         with_costs=True,
         action_dtype=torch.long if discrete else torch.float32,
-        # `intervened` whenever a person can take over (a robot) or demos are mixed in.
-        extras=EXTRAS if ctx.run.demos or ctx.config.get("robot") else None,
+        extras=extras,
     )
 
 
@@ -89,7 +99,7 @@ def offpolicy_loop(ctx: TrainContext) -> Algorithm:
             ctx.advance(env_steps=n)
             for ret, length, extra in chunk.episodes:
                 ctx.record_episode(ret, length, **extra)
-            if ctx.step > run.learning_starts and len(buffer) >= batch_size:
+            if ctx.step > run.learning_starts and buffer.can_sample(batch_size):
                 # A one-env chunk of successive steps owes updates only for its steps after
                 # learning_starts, as when each step came alone.
                 owed = min(n, ctx.step - run.learning_starts) if chunk.consecutive else n
