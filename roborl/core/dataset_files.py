@@ -1,10 +1,10 @@
 """D4RL-style `.npz` and `.hdf5` files: reading, atomic writing, and their dataset sources.
 
-Why in the datasets plugin: the file formats sit beside the other formats (Minari,
-LeRobotDataset), while core keeps the container (`roborl.core.datasets.OfflineDataset`) and
-the choice between a plain file and a plugin's ``SCHEME:TARGET`` (`roborl.core.dataset_io`):
-`OfflineDataset.save` writes through `save_file`, so plain ``*.npz``/``*.hdf5`` stay core's
-own `out=` form with or without the registry.
+Why in core: plain ``*.npz``/``*.hdf5`` files are core's own dataset form (`OfflineDataset.save`
+writes through `save_file`, with or without the registry), and core never imports a plugin
+(tests/core/test_layering.py). The formats that need optional packages (Minari,
+LeRobotDataset) stay plugins, reached through `roborl.core.dataset_io`; the datasets plugin
+registers the two file sources defined here.
 
 On disk: flat arrays named like D4RL's fields; a dict observation is an HDF5 group
 (``observations/image``, ``observations/state``) or NPZ entries named the same way; roborl's

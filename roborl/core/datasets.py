@@ -2,9 +2,9 @@
 
 Why here: offline (IQL, RIQL), safe offline (FISOR) and offline-to-online (WSRL) methods all
 consume the same thing, so core owns the container: its checks (`dataset_arrays.py`) and its
-spaces (`dataset_spaces.py`) are core's too. The formats on disk live in the datasets plugin:
-D4RL-style NPZ/HDF5 (`roborl.plugins.datasets.files`, which `save` writes through), Minari and
-LeRobotDataset.
+spaces (`dataset_spaces.py`) are core's too, and so are the plain D4RL-style NPZ/HDF5 files
+(`roborl.core.dataset_files`, which `save` writes through); Minari and LeRobotDataset live in
+the datasets plugin.
 
 Layout follows D4RL: flat arrays over all transitions, `terminals` (true terminations, no
 bootstrap) and `timeouts` (time-limit truncations; the episode ends but bootstrapping stays on),
@@ -259,9 +259,9 @@ class OfflineDataset:
     # -- files -------------------------------------------------------------------------------
 
     def save(self, path: str | Path) -> Path:
-        """Write `.npz` or `.hdf5`/`.h5` atomically (temp file in the same folder + rename);
-        the file formats live in the datasets plugin (`roborl.plugins.datasets.files`)."""
-        from roborl.plugins.datasets.files import save_file
+        """Write `.npz` or `.hdf5`/`.h5` atomically (temp file in the same folder + rename;
+        the formats: `roborl.core.dataset_files`)."""
+        from roborl.core.dataset_files import save_file
 
         return save_file(self, path)
 

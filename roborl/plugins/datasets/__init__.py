@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from roborl.core.dataset_files import load_hdf5_source, load_npz_source
 from roborl.core.hookspecs import hookimpl
-from roborl.plugins.datasets.files import load_hdf5_source, load_npz_source
 from roborl.plugins.datasets.lerobot import load_lerobot_source, save_lerobot
 from roborl.plugins.datasets.sources import load_minari_source, save_minari
 
