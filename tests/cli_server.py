@@ -11,11 +11,11 @@ instead of after the start. Two ways in:
 - `popen_roborl(args, ...)`: a running process with pipes, like `subprocess.Popen` (the nodes
   robot tests talk to, signal and stop).
 
-A server serves one environment: what Python, the dynamic loader or a preloaded module reads
-at start-up (`OMP_NUM_THREADS`, `MUJOCO_GL`, `LD_LIBRARY_PATH`, ...) must match, and a command
-with another one gets a server of its own. What is read later may differ per command
-(`RUNTIME_ENV`: ROS and DDS settings, since the server never imports rclpy; W&B and Minari
-paths); `PYTHONPATH` and `PYTHONUNBUFFERED` are applied in the child as Python would at start.
+A server serves one start-up environment: what Python, the dynamic loader or a preloaded
+module reads at start-up (`OMP_NUM_THREADS`, `MUJOCO_GL`, `LD_LIBRARY_PATH`, ...:
+`STARTUP_PREFIXES`, `STARTUP_KEYS`) must match, and a command with another one gets a server
+of its own. The rest is read when used and may differ per command; `PYTHONPATH` and
+`PYTHONUNBUFFERED` are applied in the child as Python would at start.
 `ROBORL_TEST_FRESH_PROCESS=1` runs every command in a fresh interpreter instead, so no test
 depends on the server.
 """
@@ -50,15 +50,24 @@ PRELOAD = (
     "roborl.core.runner",
     "roborl.core.compose",
 )
-# Read when used, never by the preloaded modules at import: may differ per command.
-RUNTIME_PREFIXES = ("ROS_", "RMW_", "CYCLONEDDS_", "FASTDDS_", "FASTRTPS_", "WANDB_", "PYTEST_")
-RUNTIME_ENV = frozenset({"MINARI_DATASETS_PATH", "PYTHONPATH", "PYTHONUNBUFFERED"})
+# Read by Python, the dynamic loader, OpenMP or the preloaded modules at start-up: a server
+# serves commands whose values of these match its own. Anything else (ROS and DDS settings,
+# since the server never imports rclpy; W&B and Minari paths; a test plugin's switches) is
+# read when used, and may differ per command.
+STARTUP_PREFIXES = (
+    "PYTHON", "LD_", "OMP_", "KMP_", "MKL_", "OPENBLAS_", "TORCH", "CUDA", "MUJOCO_",
+    "PYOPENGL", "MPL", "XDG_", "MALLOC", "GLIBC",
+)  # fmt: skip
+STARTUP_KEYS = frozenset({"DISPLAY", "HOME", "TMPDIR", "PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ"})
+APPLIED_IN_CHILD = frozenset({"PYTHONPATH", "PYTHONUNBUFFERED"})  # as Python does at start
 MAIN_FILE = str(Path(__file__).resolve().parents[1] / "roborl" / "core" / "cli" / "__main__.py")
 MAX_MESSAGE = 1 << 20
 
 
-def _runtime(key: str) -> bool:
-    return key in RUNTIME_ENV or key.startswith(RUNTIME_PREFIXES)
+def _read_at_startup(key: str) -> bool:
+    if key in APPLIED_IN_CHILD:
+        return False
+    return key in STARTUP_KEYS or key.startswith(STARTUP_PREFIXES)
 
 
 def _send(sock: socket.socket, message: dict[str, Any], fds: Sequence[int] = ()) -> None:
@@ -196,7 +205,7 @@ class _Server:
             os.rmdir(self.dir)
 
     def serves(self, env: Mapping[str, str]) -> bool:
-        keys = {k for k in set(env) | set(self.env) if not _runtime(k)}
+        keys = {k for k in set(env) | set(self.env) if _read_at_startup(k)}
         return all(env.get(k) == self.env.get(k) for k in keys)
 
     def start(
@@ -346,6 +355,17 @@ def popen_roborl(
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
     return ServedProcess(server, args, cwd, env)
+
+
+def event_process(argv: Sequence[str], env: Mapping[str, str]) -> Any:
+    """`EventProcess(argv, env)`, with a `python -m roborl.core.cli ...` argv forked from a
+    server when it can (any other command starts as usual)."""
+    from roborl.robots.nodes.processes import EventProcess
+
+    argv = list(argv)
+    if argv[:3] != _argv([]):
+        return EventProcess(argv, env)
+    return EventProcess(argv, env, process=popen_roborl(argv[3:], env=env))
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_server import run_roborl
 from robot_helpers import jsonl_rows, pid_alive, training_windows, wait_until
 
 from roborl.core.checkpoint import load_checkpoint
@@ -170,11 +171,9 @@ def test_actor_learner_end_to_end(ros_env, nodes, tmp_path) -> None:
         # A learner resumed from the checkpoint starts a new actor (the pid file names a dead
         # one); it takes the resumed learner's weights.
         target = int(max(r["steps"] for r in jsonl_rows(stats))) + 150
-        resumed = subprocess.run(
-            [sys.executable, "-m", "roborl.core.cli", "resume", f"run_dir={run_dir}",
-             f"total_steps={target}"],
-            env=ros_env, capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+        resumed = run_roborl(
+            ["resume", f"run_dir={run_dir}", f"total_steps={target}"], env=ros_env, timeout=300
+        )
         assert resumed.returncode == 0, resumed.stderr[-3000:] + _log(run_dir)
         summary = json.loads((run_dir / "summary.json").read_text())
         assert summary["steps"] == target and summary["status"] == "finished"

@@ -15,7 +15,6 @@ import json
 import socket
 import struct
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ import numpy as np
 import pytest
 import torch
 import zmq
+from cli_server import run_roborl
 from robot_helpers import wait_until
 
 from roborl.core.errors import ConfigError
@@ -498,10 +498,7 @@ def test_actor_refuses_nan_weights_and_holds_when_the_learner_goes_silent(tmp_pa
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "roborl.core.cli", *args],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    return run_roborl(args, timeout=300)
 
 
 def test_cli_makes_keys_and_train_refuses_an_open_bind_without_them(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from cli_server import run_roborl
 
 from roborl.core.errors import ConfigError
 from roborl.robots.transport.security import apply_security, dds_has_security
@@ -46,10 +47,10 @@ def test_required_security_is_refused_without_dds_security(tmp_path) -> None:
 
 
 def test_cli_refuses_required_security_before_any_ros_traffic(tmp_path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "roborl.core.cli", "train", "robot=ros2", "total_steps=10",
-         "robot.transport=rclpy", "robot.security.require=true"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    proc = run_roborl(
+        ["train", "robot=ros2", "total_steps=10", "robot.transport=rclpy",
+         "robot.security.require=true"],
+        cwd=tmp_path, timeout=300,
     )  # fmt: skip
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "DDS-Security" in proc.stderr, proc.stderr
@@ -67,12 +68,12 @@ def test_second_commander_is_refused_at_connect(ros_env, balance_checkpoint, all
                                  stdout=subprocess.PIPE, text=True)  # fmt: skip
         started += [robot, other]
         assert "ready" in robot.stdout.readline() and other.stdout.readline() == "ready\n"
-        proc = subprocess.run(
-            [sys.executable, "-m", "roborl.core.cli", "deploy", f"checkpoint={balance_checkpoint}",
-             "robot=ros2", "robot.transport=rclpy", "robot.connect_timeout_s=60",
+        proc = run_roborl(
+            ["deploy", f"checkpoint={balance_checkpoint}", "robot=ros2",
+             "robot.transport=rclpy", "robot.connect_timeout_s=60",
              "robot.safety.max_state_age_s=5", f"duration_s={3 if allow else 30}",
              f"robot.allow_other_commanders={str(allow).lower()}"],
-            env=env, capture_output=True, text=True, timeout=300,
+            env=env, timeout=300,
         )  # fmt: skip
     finally:
         for p in started:

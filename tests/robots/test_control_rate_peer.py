@@ -25,6 +25,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from cli_server import event_process
 
 from roborl.robots.nodes.processes import EventProcess
 
@@ -57,7 +58,7 @@ def test_deploy_keeps_50hz_against_a_500hz_joint_state_robot(
     robot = EventProcess([sys.executable, str(ROBOT), "--rate", "500"], peer_env)
     started.append(robot)
     robot.wait_event("ready", START)
-    dep = EventProcess(
+    dep = event_process(
         [
             sys.executable,
             "-m",

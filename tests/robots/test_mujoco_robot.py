@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_server import run_roborl
 
 from roborl.core.errors import ConfigError
 
@@ -33,10 +33,7 @@ def no_ros_env(tmp_path: Path) -> dict[str, str]:
 
 
 def roborl(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "roborl.core.cli", *args],
-        env=env, capture_output=True, text=True, timeout=240,
-    )  # fmt: skip
+    return run_roborl(args, env=env, timeout=240)
 
 
 def test_train_sac_on_the_mujoco_robot_without_ros(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ did-you-mean, and each bad value is a one-paragraph error that names its key."""
 from __future__ import annotations
 
 import pytest
+from cli_server import run_roborl
 
 from roborl.core.errors import ConfigError
 from roborl.robots.config import RobotConfig, parse_robot_config, robot_config_dict
@@ -118,13 +119,9 @@ def test_rate_limit_never_walks_past_a_limit() -> None:
 
 
 def test_cli_refuses_an_unknown_robot_key_before_any_ros_traffic(tmp_path) -> None:
-    import subprocess
-    import sys
-
-    proc = subprocess.run(
-        [sys.executable, "-m", "roborl.core.cli", "train", "robot=ros2",
-         "robot.safety.max_detla=0.1", "total_steps=10"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    proc = run_roborl(
+        ["train", "robot=ros2", "robot.safety.max_detla=0.1", "total_steps=10"],
+        cwd=tmp_path, timeout=300,
     )  # fmt: skip
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "max_detla" in proc.stderr and "max_delta" in proc.stderr, proc.stderr

@@ -10,9 +10,9 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
+from cli_server import run_roborl
 from robot_helpers import install_plugin
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "robots.md"
@@ -27,10 +27,7 @@ def docs_example() -> str:
 
 
 def roborl(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "roborl.core.cli", *args],
-        env=env, capture_output=True, text=True, timeout=240,
-    )  # fmt: skip
+    return run_roborl(args, env=env, timeout=240)
 
 
 def test_the_docs_robot_plugin_deploys_and_trains(balance_checkpoint, tmp_path) -> None:

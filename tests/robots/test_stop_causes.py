@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_server import event_process
 from robot_helpers import install_plugin
 
 from roborl.robots.nodes.processes import EventProcess as Proc
@@ -65,7 +66,7 @@ def procs():
     started: list[Proc] = []
 
     def start(args: list[str], env: dict[str, str]) -> Proc:
-        p = Proc(args, env)
+        p = event_process(args, env)
         started.append(p)
         return p
 

@@ -10,12 +10,11 @@ Float64MultiArray the robot received.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
+from cli_server import run_roborl
 
 from roborl.core.checkpoint import load_checkpoint
 
@@ -37,11 +36,8 @@ def test_train_sac_against_sim_robot(transport: str, ros_env, nodes, tmp_path) -
     )
     sim.wait_event("sim_robot_start", START)
     run_dir = tmp_path / "run"
-    train = subprocess.run(
+    train = run_roborl(
         [
-            sys.executable,
-            "-m",
-            "roborl.core.cli",
             "train",
             "algo=sac",
             "robot=ros2",
@@ -59,8 +55,6 @@ def test_train_sac_against_sim_robot(transport: str, ros_env, nodes, tmp_path) -
             f"hydra.run.dir={run_dir}",
         ],
         env=ros_env,
-        capture_output=True,
-        text=True,
         timeout=300,
     )
     assert train.returncode == 0, train.stderr[-3000:]
