@@ -220,7 +220,11 @@ class _Server:
         return sock, int(reply["pid"])
 
 
-_servers: list[_Server] = []  # newest last; at most two environments at once
+# Newest last. A worker's own environment changes as libraries load (vLLM sets LD_PRELOAD,
+# rclpy LD_LIBRARY_PATH) while some tests keep an earlier copy: a few start-up environments
+# alternate, and each switch without a server for it would cost a server start.
+_servers: list[_Server] = []
+MAX_SERVERS = 4
 
 
 def _server_for(env: Mapping[str, str]) -> _Server | None:
@@ -233,8 +237,10 @@ def _server_for(env: Mapping[str, str]) -> _Server | None:
         _servers.remove(server)
     for server in _servers:
         if server.serves(env):
+            _servers.remove(server)
+            _servers.append(server)  # least recently used first: the one to stop
             return server
-    if len(_servers) == 2:
+    if len(_servers) == MAX_SERVERS:
         _servers.pop(0).stop()
     _servers.append(_Server(env))
     return _servers[-1]

@@ -7,6 +7,7 @@ in-process vLLM tests; the `openai_url` fixture only waits for it to become heal
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -88,16 +89,11 @@ class Server:
         self.log.close()
 
 
-@pytest.fixture(scope="session", autouse=True)
-def vllm_server(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Server | None]:
-    """Started with the session only when a selected test needs it (`openai_url`): a run of
-    the model-free tests (`-k`, one file) does not pay for a vLLM server."""
-    if not any("openai_url" in item.fixturenames for item in request.session.items):
-        yield None
-        return
-    model_dir = request.getfixturevalue("model_dir")
+@pytest.fixture(scope="module")
+def vllm_server(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> Iterator[Server]:
+    """Started by the first test that needs it, stopped after its module: under `-n 2` each
+    worker collects every test, so a session-wide autouse server ran on both workers for the
+    whole run, and its engine kept about a tenth of a core busy polling."""
     server = Server(model_dir, tmp_path_factory.mktemp("vllm") / "server.log")
     try:
         yield server
@@ -105,15 +101,15 @@ def vllm_server(
         server.stop()
 
 
-@pytest.fixture(scope="session")
-def openai_url(vllm_server: Server | None) -> str:
-    assert vllm_server is not None  # started for every session that has a test using this
+@pytest.fixture(scope="module")
+def openai_url(vllm_server: Server) -> str:
     return vllm_server.wait_healthy()
 
 
-@pytest.fixture(scope="session")
-def vllm_engine(model_dir: Path) -> Any:
-    """One in-process engine for every vLLM test (start-up is the expensive part).
+@pytest.fixture(scope="module")
+def vllm_engine(model_dir: Path) -> Iterator[Any]:
+    """One in-process engine for the module's vLLM tests (start-up is the expensive part),
+    shut down after them: its engine-core process polls while it lives.
 
     numba is imported first on purpose: other test modules (rliable -> arch) import it at
     collection, and vLLM's CPU start-up crashed on it; the engine must start regardless.
@@ -122,9 +118,12 @@ def vllm_engine(model_dir: Path) -> Any:
 
     from roborl.plugins.llm.vllm_compat import start_engine
 
-    return start_engine(
+    engine = start_engine(
         model=str(model_dir), enforce_eager=True, max_model_len=1024, seed=0, dtype="auto"
     )
+    yield engine
+    with contextlib.suppress(Exception):
+        engine.llm_engine.engine_core.shutdown()
 
 
 @pytest.fixture(scope="session")
