@@ -147,5 +147,5 @@ class MujocoRobot(LocalRobot):
         done = threading.Event()
         with self._lock:
             self._resets.append(done)
-        if not done.wait(float(reset.get("timeout_s", 10.0))):
+        if not done.wait(float(reset["timeout_s"])):  # the typed config always has it
             raise RobotError(f"{self.endpoint} did not reset (is its physics thread running?).")
