@@ -6,13 +6,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roborl.core.cli import logs
 from roborl.core.cli.common import algo_prefix_to_algo, command_options, load_host, wants_help
 from roborl.core.config import rng
 from roborl.core.errors import ConfigError
 from roborl.core.secrets import redact
+
+if TYPE_CHECKING:
+    from roborl.core.policy_source import PolicySource
 
 
 @dataclass
@@ -83,9 +86,8 @@ def eval_help() -> str:
 def cmd_eval(args: list[str]) -> int:
     import numpy as np
 
-    from roborl.core.algorithms import algorithm_from_checkpoint
     from roborl.core.checkpoint import atomic_write_json
-    from roborl.core.model_dir import algorithm_from_model_dir, is_model_dir
+    from roborl.core.policy_source import PolicySource, load_policy
     from roborl.core.saved_data import LocalSettings, algo_overrides
 
     if wants_help(args):
@@ -93,21 +95,15 @@ def cmd_eval(args: list[str]) -> int:
         return 0
     args = algo_prefix_to_algo(args)
     opts, rest = command_options(EvalOptions, args, "eval", passthrough=EVAL_SECTIONS)
-    if opts.checkpoint and opts.model:
-        raise ConfigError("roborl eval: give checkpoint=PATH or model=DIR, not both.")
-    if opts.runtime == "onnx" and not opts.model:
-        raise ConfigError(
-            "roborl eval: runtime=onnx runs the policy.onnx of an export folder: give model=DIR "
-            "(written by roborl export ... format=onnx); checkpoint= and algo= run on torch."
-        )
-    if not opts.checkpoint and not opts.model:
-        if any(a.startswith("algo=") for a in rest):
-            return _eval_checkpoint_free(rest, opts)
-        raise ConfigError(
-            "roborl eval: checkpoint=PATH is required (a .pt file or a run directory), or "
-            "model=DIR (a folder written by roborl export), or algo=NAME for an algorithm that "
-            "acts without training (e.g. algo=llm)."
-        )
+    # algo=NAME picks a checkpoint-free algorithm only without checkpoint=/model=; beside them
+    # `algo_overrides` refuses it with the reason.
+    free = not opts.checkpoint and not opts.model
+    algo = next((a.split("=", 1)[1] for a in rest if a.startswith("algo=")), None) if free else None
+    policy_source = PolicySource(
+        "eval", checkpoint=opts.checkpoint, model=opts.model, runtime=opts.runtime, algo=algo
+    )
+    if policy_source.kind == "algo":
+        return _eval_checkpoint_free(rest, opts, policy_source)
     algo_values, rest = algo_overrides(rest, "eval")
     if algo_values and opts.runtime == "onnx":
         raise ConfigError(
@@ -116,22 +112,8 @@ def cmd_eval(args: list[str]) -> int:
         )
     settings = LocalSettings(algo=algo_values, trust=opts.trust_model_config)
     host = load_host()
-    policy: Any = None  # runtime=onnx: no algorithm, its policy.onnx alone
-    if opts.model and opts.runtime == "onnx":
-        from roborl.core.onnx_policy import onnx_policy_from_model_dir
-
-        policy, ckpt = onnx_policy_from_model_dir(opts.model)
-    elif opts.model:
-        algo, ckpt = algorithm_from_model_dir(host, opts.model, opts.device, settings)
-    else:
-        assert opts.checkpoint is not None
-        if is_model_dir(opts.checkpoint):
-            raise ConfigError(
-                f"roborl eval: {opts.checkpoint!r} is a folder written by roborl export; load it "
-                f"with model={opts.checkpoint} (checkpoint= takes a .pt file or a run directory)."
-            )
-        algo, ckpt = algorithm_from_checkpoint(host, opts.checkpoint, opts.device, settings)
-    source = f"model folder {opts.model!r}" if opts.model else f"checkpoint {str(ckpt['path'])!r}"
+    loaded = load_policy(policy_source, host, opts.device, settings)
+    ckpt, source = loaded.metadata, loaded.description
     cfg = _local_robot_config(host, dict(ckpt.get("config") or {}), rest, opts, source)
     episodes, seed = opts.episodes, opts.seed
     ckpt_path = Path(ckpt["path"])
@@ -142,9 +124,7 @@ def cmd_eval(args: list[str]) -> int:
     out = Path(opts.out or ("eval.json" if opts.model else run_dir / "eval.json"))
     step = (ckpt.get("runner") or {}).get("step")
     video = _video_path(opts, out, f"eval_step_{step}_seed_{seed}" if step else f"eval_seed_{seed}")
-    if policy is None:
-        policy = algo.policy()
-    result, recorded = _run_eval(host, cfg, policy, opts, video)
+    result, recorded = _run_eval(host, cfg, loaded.policy, opts, video)
     report = {
         "checkpoint": None if opts.model else str(ckpt_path),
         **({"model": str(ckpt_path)} if opts.model else {}),
@@ -269,18 +249,13 @@ def compose_checkpoint_free(
     the algorithm learns its weights (it then needs checkpoint=PATH).
     """
     from roborl.core.compose import compose_dict
+    from roborl.core.policy_source import require_checkpoint_free
 
     args = algo_prefix_to_algo(args)
     name = next((a.split("=", 1)[1] for a in args if a.startswith("algo=")), None)
     if not name:
         raise ConfigError(f"roborl {command}: give checkpoint=PATH or algo=NAME.")
-    cls = host.registry.get("algorithms", name)
-    if not cls.checkpoint_free:
-        raise ConfigError(
-            f"roborl {command}: algo={name} learns its weights, so it needs "
-            "checkpoint=PATH; only algorithms that act without training (e.g. algo=llm) can run "
-            "from config alone."
-        )
+    require_checkpoint_free(host, name, command)
     overrides = [a for a in args if _key_of(a).split(".")[0].split("/")[0] in groups]
     return compose_dict(host, overrides, command)
 
@@ -289,30 +264,32 @@ def _key_of(arg: str) -> str:
     return arg.split("=", 1)[0].lstrip("+~")
 
 
-def _eval_checkpoint_free(args: Sequence[str], opts: EvalOptions) -> int:
+def _eval_checkpoint_free(args: Sequence[str], opts: EvalOptions, source: PolicySource) -> int:
     """Evaluate an algorithm built from config alone (class attribute `checkpoint_free`)."""
-    from roborl.core.algorithms import build_algorithm
+    from dataclasses import replace
+
     from roborl.core.checkpoint import atomic_write_json
     from roborl.core.evaluate import evaluate
+    from roborl.core.policy_source import LoadedPolicy, load_policy
 
     host = load_host()
     cfg = compose_checkpoint_free(host, args, EVAL_SECTIONS, "eval")
+    source = replace(source, algo=cfg["algo"]["name"], algo_config=cfg["algo"])
     episodes, seed = opts.episodes, opts.seed
     out = Path(opts.out or "eval.json")
     video = _video_path(opts, out, f"eval_{str(cfg['algo']['name']).replace('/', '-')}_seed_{seed}")
     env = _eval_env(host, cfg, opts, video)
-    algo = None
+    loaded: LoadedPolicy | None = None
     try:
-        algo = build_algorithm(
-            host, cfg["algo"], env.observation_space, env.action_space, opts.device
-        )
-        policy = algo.policy()
+        spaces = (env.observation_space, env.action_space)
+        loaded = load_policy(source, host, opts.device, spaces=spaces)
+        policy = loaded.policy
         result = evaluate(policy.act, env, episodes, seed=seed, reset_policy=policy.reset)
         recorded = _finish_video(env)
     finally:
         env.close()
-        if algo is not None:
-            algo.close()
+        if loaded is not None:
+            loaded.close()
     metrics = getattr(policy, "metrics", None)
     report = {
         "checkpoint": None,

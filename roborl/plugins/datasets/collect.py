@@ -8,8 +8,9 @@
 - `medium-replay`: every transition the training run collected up to that medium snapshot;
 - `medium-expert`: medium and expert rollouts concatenated.
 
-`policy=` may also be a checkpoint path (rolled out as the expert), `random`, or the name of a
-registered algorithm that acts without training (`train_steps=0`, e.g. an LLM policy).
+`policy=` may also be a checkpoint path or a model folder (`roborl export`), rolled out as the
+expert, `random`, or the name of a registered algorithm that acts without training
+(`train_steps=0`, e.g. an LLM policy).
 Reference returns recorded in the metadata: `random` = mean return of uniform random play,
 `expert` = mean deterministic return of the expert policy (or `ref_expert=` when given).
 Costs are recorded whenever the env reports `info["cost"]`. `safe-mixed` builds a DSRL-style
@@ -28,13 +29,15 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from roborl.core.algorithms import algorithm_from_checkpoint, build_algorithm
+from roborl.core.algorithms import build_algorithm
 from roborl.core.datasets import OfflineDataset
 from roborl.core.envs import make_env
 from roborl.core.errors import ConfigError
 from roborl.core.interfaces import Algorithm, Batch
+from roborl.core.model_dir import is_model_dir
 from roborl.core.obs import copy_obs, index_obs, to_torch
 from roborl.core.plugins import get_host
+from roborl.core.policy_source import PolicySource, load_policy
 from roborl.core.spaces import space_to_dict
 
 QUALITIES = ("random", "medium", "expert", "medium-replay", "medium-expert", "safe-mixed")
@@ -249,8 +252,10 @@ def collect(
             meta["reference_returns"]["expert"] = float(expert)
         return OfflineDataset.from_arrays(rec.arrays(), meta)
 
-    if Path(policy).is_file():
-        algo, _ = algorithm_from_checkpoint(host, policy)
+    if Path(policy).is_file() or is_model_dir(policy):  # a checkpoint or an export folder
+        loaded = load_policy(PolicySource.from_path(policy, "dataset collect"), host)
+        assert loaded.algorithm is not None
+        algo = loaded.algorithm
         train_steps = 0
         meta["policy"] = str(Path(policy).resolve())
     else:

@@ -54,14 +54,9 @@ def make_policy(spec: str, env: gym.Env, host: Any, noise: float = 0.0, device: 
             f"policy={spec!r} is neither expert, random, a model folder nor a checkpoint file "
             "(no such path)."
         )
-    from roborl.core.algorithms import algorithm_from_checkpoint
-    from roborl.core.model_dir import algorithm_from_model_dir, is_model_dir
+    from roborl.core.policy_source import PolicySource, load_policy
 
-    if is_model_dir(path):
-        algo, _ = algorithm_from_model_dir(host, path, device)
-    else:
-        algo, _ = algorithm_from_checkpoint(host, path, device)
-    policy = algo.policy()
+    policy = load_policy(PolicySource.from_path(path, "demos record"), host, device).policy
     return lambda obs: np.asarray(policy.act(obs), np.float32)
 
 

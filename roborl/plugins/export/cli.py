@@ -142,8 +142,9 @@ def export(
         raise ConfigError(
             f"format={format!r} is not accepted: expected one of {', '.join(FORMATS)}."
         )
-    from roborl.core.algorithms import algorithm_from_checkpoint
+    from roborl.core.policy_source import PolicySource, load_policy
 
+    source = PolicySource("export", checkpoint=str(checkpoint), accepts_model=False)
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"out={str(out)!r} is a file; give a folder to write into.")
@@ -152,7 +153,9 @@ def export(
             f"out={str(out)!r} is a folder with other files in it; give a new or empty folder "
             "(or a previous export, which is replaced)."
         )
-    algo, ckpt = algorithm_from_checkpoint(host, checkpoint, "cpu")
+    loaded = load_policy(source, host, "cpu")
+    algo, ckpt = loaded.algorithm, loaded.metadata
+    assert algo is not None
     check_finite_state(ckpt["state"], "export")  # never publish diverged weights
     if type(algo).checkpoint_free:
         raise ConfigError(

@@ -92,13 +92,8 @@ def deploy(argv: list[str]) -> int:
     (`algo=llm llm.model=PATH`); its config composes like `roborl eval algo=llm`.
     """
     from roborl.core.cli.common import algo_prefix_to_algo
-    from roborl.core.model_dir import CONFIG_FILE, read_model_config
-    from roborl.core.saved_data import (
-        LocalSettings,
-        algo_overrides,
-        local_settings,
-        warn_robot_differences,
-    )
+    from roborl.core.policy_source import PolicySource
+    from roborl.core.saved_data import LocalSettings, algo_overrides, local_settings
     from roborl.robots.transport.common import split_ros_args
 
     if any(a in ("-h", "--help") for a in argv):
@@ -141,30 +136,22 @@ def deploy(argv: list[str]) -> int:
             f"deploy: algo.{next(iter(algo_values))}= with runtime=onnx: policy.onnx runs "
             "without the algorithm's config, so algo.* keys do not apply."
         )
-    if not opts.checkpoint and not opts.model and not algo_cfg:
-        raise ConfigError(
-            "deploy needs checkpoint=PATH (e.g. runs/.../checkpoints/last.pt), model=DIR (a "
-            "folder written by roborl export), or algo=NAME for an algorithm that acts without "
-            "training (e.g. algo=llm llm.model=PATH)."
-        )
-    if sum(bool(x) for x in (opts.checkpoint, opts.model, algo_cfg)) > 1:
-        raise ConfigError("deploy takes one of checkpoint=PATH, model=DIR or algo=NAME.")
-    if opts.runtime == "onnx" and not opts.model:
-        raise ConfigError(
-            "deploy: runtime=onnx runs the policy.onnx of an export folder: give model=DIR "
-            "(written by roborl export ... format=onnx)."
-        )
+    source = PolicySource(
+        "deploy",
+        checkpoint=opts.checkpoint,
+        model=opts.model,
+        runtime=opts.runtime,
+        algo=(algo_cfg or {}).get("name"),
+        algo_config=algo_cfg,
+    )
     robot_cfg = dict(cfg["robot"])
     if opts.rate_hz:
         robot_cfg["rate_hz"] = float(opts.rate_hz)
     # The robot is always the local config; the policy's loader names where the saved one
-    # differs (runtime=onnx builds no algorithm, so its config.json is compared here).
+    # differs.
     settings = LocalSettings(algo=algo_values, trust=opts.trust_model_config, robot=robot_cfg)
-    if opts.model and opts.runtime == "onnx":
-        saved = read_model_config(opts.model, CONFIG_FILE).get("config") or {}
-        warn_robot_differences(saved.get("robot"), robot_cfg, f"model folder {opts.model!r}")
     with local_settings(settings):
-        node = DeployNode(opts, robot_cfg, algo_cfg, ros_args)
+        node = DeployNode(opts, robot_cfg, source, ros_args)
     try:
         return node.run()
     finally:

@@ -20,6 +20,7 @@ from roborl.robots.nodes.deploy_loop import ControlLoop
 from roborl.robots.nodes.policy_check import TrainedRobot, check_trained_robot
 
 if TYPE_CHECKING:
+    from roborl.core.policy_source import LoadedPolicy, PolicySource
     from roborl.robots.nodes.deploy import DeployOptions
 
 
@@ -31,11 +32,14 @@ class DeployNode(ControlLoop):
         self,
         opts: DeployOptions,
         robot_cfg: dict[str, Any],
-        algo_cfg: dict[str, Any] | None,
+        source: PolicySource | None,
         ros_args: list[str],
     ) -> None:
-        from roborl.core.algorithms import algorithm_from_checkpoint
+        """`source`: where the policy comes from (None: the checkpoint=/model=/runtime= of
+        `opts`). A checkpoint or model folder loads here, before the robot is opened; an
+        algo=NAME source is only checked here and built at `_setup`, on the robot's spaces."""
         from roborl.core.plugins import get_host
+        from roborl.core.policy_source import PolicySource, load_policy
         from roborl.robots.robot import robot_kind
         from roborl.robots.transport.common import Param
 
@@ -43,8 +47,7 @@ class DeployNode(ControlLoop):
         self.lock = threading.RLock()
         self.env: Any = None
         self.driver: Any = None
-        self.algo: Any = None
-        self.onnx_policy: Any = None  # runtime=onnx: policy.onnx alone, no algorithm
+        self.loaded: LoadedPolicy | None = None  # built at _setup for algo=NAME
         self.trained: TrainedRobot | None = None  # the robot layout the policy learnt on
         self.active = False
         self.started = False
@@ -53,27 +56,16 @@ class DeployNode(ControlLoop):
         self.configure_error: BaseException | None = None
         self.warmup_ms: list[float] = []
         host = get_host()
-        if opts.model and opts.runtime == "onnx":
-            from roborl.core.onnx_policy import onnx_policy_from_model_dir
-
-            self.onnx_policy, meta = onnx_policy_from_model_dir(opts.model)
-            self.trained = TrainedRobot.of(meta)
-        elif opts.model:
-            from roborl.core.model_dir import algorithm_from_model_dir
-
-            self.algo, meta = algorithm_from_model_dir(host, opts.model)
-            self.trained = TrainedRobot.of(meta)
-        elif opts.checkpoint:
-            self.algo, meta = algorithm_from_checkpoint(host, opts.checkpoint)
-            self.trained = TrainedRobot.of(meta)
+        if source is None:
+            source = PolicySource(
+                "deploy", checkpoint=opts.checkpoint, model=opts.model, runtime=opts.runtime
+            )
+        self.source = source
+        if source.kind == "algo":
+            source.check_algorithm(host)
         else:
-            name = algo_cfg["name"]  # type: ignore[index]
-            if not host.registry.get("algorithms", name).checkpoint_free:
-                raise ConfigError(
-                    f"roborl deploy: algo={name} learns its weights, so it needs "
-                    "checkpoint=PATH; only algorithms that act without training (e.g. "
-                    "algo=llm) run from config alone."
-                )
+            self.loaded = load_policy(source, host)
+            self.trained = TrainedRobot.of(self.loaded.metadata)
         kind = robot_kind(host.registry, robot_cfg, "deploy")
         self.managed = kind.lifecycle(robot_cfg)  # a ROS 2 lifecycle node (rclpy)
         handlers = {
@@ -96,16 +88,16 @@ class DeployNode(ControlLoop):
         )
         self.transport = self.driver.transport  # None for a robot without ROS
         try:
-            self._setup(algo_cfg, host)
+            self._setup(host)
         except BaseException:
             self.teardown()
             raise
 
-    def _setup(self, algo_cfg: dict[str, Any] | None, host: Any) -> None:
+    def _setup(self, host: Any) -> None:
         """Read the node's parameters and build the policy (checked against the robot)."""
         import gymnasium as gym
 
-        from roborl.core.algorithms import build_algorithm
+        from roborl.core.policy_source import load_policy
         from roborl.robots.env.robot_env import robot_observation_space
 
         self.autostart = bool(self.cfg.pop("autostart"))
@@ -118,7 +110,7 @@ class DeployNode(ControlLoop):
             raise ConfigError(f"rate_hz={self.rate_hz} must be > 0.")
         self.period = 1.0 / self.rate_hz
         obs_space = robot_observation_space(d)
-        if self.algo is None and self.onnx_policy is None:
+        if self.loaded is None:  # algo=NAME: acts in the robot's safety box
             safety = dict(self.cfg.get("safety") or {})
             n = len(d.command_joints)
             act_space = gym.spaces.Box(
@@ -126,8 +118,8 @@ class DeployNode(ControlLoop):
                 np.asarray(safety.get("high", [1.0] * n), np.float32),
                 dtype=np.float32,
             )
-            self.algo = build_algorithm(host, algo_cfg, obs_space, act_space, "cpu")
-        self.policy = self.onnx_policy if self.onnx_policy is not None else self.algo.policy()
+            self.loaded = load_policy(self.source, host, spaces=(obs_space, act_space))
+        self.policy = self.loaded.policy
         _check_policy_space(self.policy.observation_space, obs_space, d)
         unchecked = check_trained_robot(self.trained, d)  # joint names and order
         if unchecked:
@@ -292,8 +284,8 @@ class DeployNode(ControlLoop):
                     env.close()  # final hold command, then an orderly teardown
                 else:
                     driver.close()
-        if self.algo is not None:
-            self.algo.close()  # e.g. the LLM policy's engine or server session
+        if self.loaded is not None:
+            self.loaded.close()  # e.g. the LLM policy's engine or server session
         stats = getattr(self, "stats", None)
         if stats is None:
             return
