@@ -126,7 +126,7 @@ class Referee:
 
 def tabletop_touch() -> Callable[[Any], bool]:
     """RoborlTabletop's success test (the gripper touches the red block) on a JointState."""
-    from roborl.robots.nodes.scripted_human import TabletopExpert
+    from roborl.sim.tabletop.expert import TabletopExpert
 
     expert = TabletopExpert(0)
 

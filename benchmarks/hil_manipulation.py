@@ -18,8 +18,8 @@ The recipe, every piece roborl's own:
 3. the arms, each `roborl train` with the classifier as the ONLY reward
    (`reward=classifier reward.consecutive=2`), `demos=` with RLPD's 50/50 batches:
    - `rlpd_hil`: RLPD (`--algo`: serl, RLPD with SERL's values, by default) + demos + the
-     scripted person (`scripted_person=`: scripted-human's drift rule and Joy messages
-     decoded by the robot's teleop channel code);
+     scripted person (`scripted_person=`: scripted-human's drift rule driving the task's
+     expert, roborl/hil/scripted_person.py);
    - `rlpd`: the same + demos, nobody intervening;
    - `bc_hil`: algo=pixel_bc (HG-DAgger: BC on demos + the person's interventions).
    The two RLPD arms run through `roborl compare` (AdaStop, metric = policy-only success), so

@@ -242,8 +242,8 @@ def person_probe(checkpoint: Path, episodes: int, taper_episodes: int) -> dict[s
 
     from roborl.core.algorithms import algorithm_from_checkpoint
     from roborl.core.cli.common import load_host
+    from roborl.hil.scripted_person import ScriptedPerson, ScriptedPersonConfig
     from roborl.sim.benchmarks.fetch_pixels import FetchPixelEnv
-    from roborl.sim.scripted_person import ScriptedPerson, ScriptedPersonConfig
 
     algo, _ = algorithm_from_checkpoint(load_host(), checkpoint, "cpu")
     kwargs = yaml.safe_load((checkpoint.parents[1] / "config.yaml").read_text())["env"]["kwargs"]

@@ -55,10 +55,10 @@ OUT = Path(__file__).parent / "results"
 def block_on_goal() -> Any:
     """FetchPush's own success test on sim-robot's JointState: block within 5 cm of the goal
     (the error the scripted person's expert measures)."""
-    from roborl.robots.nodes.scripted_human import FetchPushExpert
+    from roborl.hil.experts import expert_for
     from roborl.sim.benchmarks.fetch_pixels import SUCCESS_DISTANCE
 
-    expert = FetchPushExpert()
+    expert = expert_for("fetch_push")
 
     def done(msg: Any) -> bool:
         expert.set_state(list(msg.name), list(msg.position))

@@ -19,3 +19,9 @@ if sys.platform.startswith("linux") and not os.environ.get("DISPLAY"):
 from roborl.sim.registration import register_envs as _register_envs
 
 _register_envs()
+
+# The scripted experts by name (roborl/hil/experts.py), beside the envs they drive. Cheap:
+# nothing beyond the registry loads until an expert is used.
+from roborl.sim.registration import register_experts as _register_experts  # noqa: E402
+
+_register_experts()

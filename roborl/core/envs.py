@@ -31,6 +31,7 @@ from roborl.core.obs import (
 from roborl.core.plugins import Registry
 from roborl.core.rewards import with_learned_reward
 from roborl.core.single_vector import SingleEnvVector
+from roborl.core.training_wrappers import with_training_wrappers
 
 
 def _gym_ids() -> list[str]:
@@ -194,11 +195,8 @@ def make_vec_env(
         makers = [env_factory(registry, cfg["env"], goal_obs=her_options(cfg) is not None)]
         makers = makers * num_envs
     makers = [with_learned_reward(registry, cfg, m) for m in makers]
-    if cfg.get("scripted_person") not in (None, False):
-        # Training envs only: evaluation (`make_env`) runs the policy without the person.
-        from roborl.sim.scripted_person import with_scripted_person
-
-        makers = [with_scripted_person(cfg, m) for m in makers]
+    # Training envs only (a person in the loop): evaluation (`make_env`) runs the policy alone.
+    makers = [with_training_wrappers(registry, cfg, m) for m in makers]
     with_stats = [_with_episode_statistics(m) for m in makers]
     if mode != "async" and num_envs == 1:
         return SingleEnvVector(with_stats[0])

@@ -8,6 +8,7 @@ against these specs when the plugin is registered, so a typo is reported with th
 Version 2 (issue 18): a loop is ``loop(ctx: TrainContext)`` (it was ``loop(runner, ckpt)``),
 `Algorithm.loop` names it, and `roborl_collectors` was added. 2.1 (issue 20): `roborl_rewards`.
 2.2 (issue 36): `roborl_dataset_writers`. 2.3 (issue 50): `roborl_should_stop`.
+2.4 (issue 49): `roborl_training_wrappers`.
 
 Versioning: the major number changes when a hook is removed or its arguments change; a plugin
 may declare ``ROBORL_HOOKSPEC_VERSION = "2"`` and is refused (with its name) on a mismatch.
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from roborl.core.loops.collectors import Collector
 
 PROJECT_NAME = "roborl"
-HOOKSPEC_VERSION = "2.3"
+HOOKSPEC_VERSION = "2.4"
 
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
@@ -101,6 +102,14 @@ def roborl_rewards() -> Mapping[str, Callable[..., Any]]:
 
 
 @hookspec
+def roborl_training_wrappers() -> Mapping[str, Callable[..., Any]]:
+    """Wrappers that only training envs get, by the top-level config key that turns each on
+    (e.g. ``scripted_person``, from `roborl.hil`): ``wrap(cfg, maker) -> maker``, applied by
+    `roborl.core.envs.make_vec_env` when ``cfg[key]`` is set (not null or false). Evaluation
+    envs never get them: a person in the loop belongs to training, not to the score."""
+
+
+@hookspec
 def roborl_cli_commands() -> Mapping[str, Callable[[list[str]], int]]:
     """Extra `roborl <command>` subcommands: ``fn(argv) -> exit code``."""
 
@@ -155,4 +164,5 @@ PROVIDER_HOOKS = {
     "roborl_loops": "loops",
     "roborl_collectors": "collectors",
     "roborl_rewards": "rewards",
+    "roborl_training_wrappers": "training_wrappers",
 }

@@ -53,6 +53,7 @@ class Registry:
     loops: dict[str, Any] = field(default_factory=dict)
     collectors: dict[str, Any] = field(default_factory=dict)
     rewards: dict[str, Any] = field(default_factory=dict)
+    training_wrappers: dict[str, Any] = field(default_factory=dict)
     owners: dict[tuple[str, str], str] = field(default_factory=dict)
     # (kind, name) -> every plugin that registered it, when more than one did.
     conflicts: dict[tuple[str, str], list[str]] = field(default_factory=dict)
@@ -210,7 +211,7 @@ class PluginHost:
                     )
         kinds = (
             "envs", "robots", "dataset_sources", "dataset_writers", "commands", "loops",
-            "collectors", "rewards",
+            "collectors", "rewards", "training_wrappers",
         )  # fmt: skip
         for kind in kinds:
             for name, obj in getattr(self.registry, kind).items():

@@ -131,3 +131,19 @@ def register_envs() -> None:
         env_id = f"{NAMESPACE}/{name}"
         if env_id not in gym.envs.registry:
             gym.register(id=env_id, **spec)
+
+
+# The scripted experts `roborl scripted-human` plays the person with, by name (roborl.hil.experts),
+# each beside its task; the module loads when the expert is built.
+EXPERTS = {
+    "tabletop": "roborl.sim.tabletop.expert:TabletopExpert",
+    "fetch_push": "roborl.sim.benchmarks.fetch_expert:FetchPushExpert",
+}
+
+
+def register_experts() -> None:
+    """Register roborl's scripted experts with `roborl.hil.experts` (a second call is a no-op)."""
+    from roborl.hil.experts import register_expert
+
+    for name, entry in EXPERTS.items():
+        register_expert(name, entry)

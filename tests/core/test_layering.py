@@ -1,4 +1,4 @@
-"""roborl's floors: core <- plugins, sim <- robots <- benchmarks. A module imports only from its
+"""roborl's floors: core <- plugins, sim, hil <- robots <- benchmarks. A module imports only from its
 own floor or below, and two folders on one floor never import each other both ways (a cycle
 that crosses folders). Every import counts, a deferred one inside a function too: it runs.
 
@@ -18,22 +18,12 @@ FLOORS = {
     "roborl.core": 0,
     "roborl.plugins": 1,
     "roborl.sim": 1,
+    "roborl.hil": 1,  # human in the loop: core reaches it through core.training_wrappers
     "roborl.robots": 2,
     "benchmarks": 3,
 }
 # (importing module, imported module): why it is still there.
-KNOWN_UPWARD = {
-    ("roborl.core.envs", "roborl.sim.scripted_person"): (
-        "the scripted person wraps training envs from core; issue 49's home for "
-        "human-in-the-loop (a Teleoperator core knows by interface) removes it"
-    ),
-    ("roborl.sim.scripted_person", "roborl.robots.env.intervention"): (
-        "the simulated person reuses the robot's intervention logic; the same home removes it"
-    ),
-    ("roborl.sim.scripted_person", "roborl.robots.nodes.scripted_human"): (
-        "the simulated person speaks through the ROS Joy node's encoding; the same home removes it"
-    ),
-}
+KNOWN_UPWARD: dict[tuple[str, str], str] = {}
 
 
 def folder_of(module: str) -> str | None:

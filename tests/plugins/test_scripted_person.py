@@ -1,7 +1,7 @@
-"""`scripted_person=`: HIL-SERL's person in-process, through the teleop channel's own code
-(issue 33). It takes over when the policy stalls, the executed command is the expert's as
-decoded from a Joy message, the loop stores that command flagged as intervened and copies it
-to the demo buffer, and evaluation runs the policy alone."""
+"""`scripted_person=`: HIL-SERL's person in-process (issue 33), a `Teleoperator` calling the
+task's expert (issue 49). It takes over when the policy stalls, the executed command is the
+expert's, the loop stores that command flagged as intervened and copies it to the demo
+buffer, and evaluation runs the policy alone."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from roborl.core.compose import compose_dict
 from roborl.core.envs import make_env, make_vec_env
 from roborl.core.errors import ConfigError
 from roborl.core.plugins import get_host
-from roborl.sim.scripted_person import ScriptedPerson, ScriptedPersonConfig, with_scripted_person
+from roborl.hil.scripted_person import ScriptedPerson, ScriptedPersonConfig, with_scripted_person
 from roborl.sim.tabletop.env import TabletopEnv
 
 SMALL = {"obs_mode": "pixels_state", "tasks": [0], "image_size": 16, "max_episode_steps": 50}

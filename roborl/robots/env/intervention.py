@@ -17,6 +17,8 @@ a standard ROS 2 topic, so any teleop node works (`joy_node` + a gamepad, a Spac
   Twist from its `twist` field; the header is not used (the fields map to action dimensions
   as they are, whatever the frame).
 
+The mapping (axes, scale, dead-man button, deadzone) is `roborl.hil.intervention.InputMap`,
+shared with the scripted person; `Teleop` is the ROS gamepad's `roborl.hil.Teleoperator`.
 A teleop that falls silent for `timeout_s` no longer intervenes (a crashed teleop node must
 not keep steering the robot with its last message). The command still goes through the
 safety layer: clamped to the limits, rate-limited, watchdogs in force.
@@ -38,86 +40,41 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from roborl.core.errors import ConfigError
+from roborl.hil.intervention import TWIST_FIELDS, TYPES, InputMap
 from roborl.robots.transport.common import qos_spec
 
-TYPES = ("joy", "twist", "twist_stamped")
+__all__ = ["KEYS", "TWIST_FIELDS", "TYPES", "InterventionConfig", "Teleop", "make_teleop"]
+
 KEYS = ("topic", "type", "axes", "scale", "button", "deadzone", "timeout_s", "qos")
-TWIST_FIELDS = tuple(f"{part}.{axis}" for part in ("linear", "angular") for axis in "xyz")
 
 
 @dataclass(frozen=True)
-class InterventionConfig:
-    """The `robot.intervention` block, validated against the robot's action size."""
+class InterventionConfig(InputMap):
+    """The `robot.intervention` block, validated against the robot's action size: the mapping
+    plus where it arrives (`topic`, `qos`)."""
 
     topic: str
-    type: str
-    axes: tuple[Any, ...]
-    scale: np.ndarray
-    button: int | None
-    deadzone: float
-    timeout_s: float
     qos: Any
 
     @classmethod
-    def parse(cls, raw: Mapping[str, Any], n_action: int) -> InterventionConfig:
-        where = "robot.intervention"
-        if not isinstance(raw, Mapping):
-            raise ConfigError(f"{where}={raw!r} must be a mapping (topic, type, axes, ...).")
-        bad = [k for k in raw if k not in KEYS]
-        if bad:
-            raise ConfigError(f"{where} has unknown keys {bad}: accepted are {', '.join(KEYS)}.")
-        kind = str(raw.get("type", "joy"))
-        if kind not in TYPES:
-            raise ConfigError(f"{where}.type={kind!r}: accepted are {', '.join(TYPES)}.")
-        default_axes = list(range(n_action)) if kind == "joy" else list(TWIST_FIELDS[:n_action])
-        axes = list(raw.get("axes") or default_axes)
-        if len(axes) != n_action:
-            raise ConfigError(
-                f"{where}.axes={axes} maps {len(axes)} inputs, the robot has {n_action} action "
-                "dimensions: give one per action dimension."
-            )
-        if kind == "joy":
-            if not all(isinstance(a, int) and not isinstance(a, bool) and a >= 0 for a in axes):
-                raise ConfigError(f"{where}.axes={axes}: Joy axes are indices >= 0.")
-        elif not all(a in TWIST_FIELDS for a in axes):
-            raise ConfigError(f"{where}.axes={axes}: Twist fields are {', '.join(TWIST_FIELDS)}.")
-        scale = np.asarray(raw.get("scale", 1.0), dtype=np.float64).reshape(-1)
-        if scale.size == 1:
-            scale = np.full(n_action, float(scale[0]))
-        if scale.shape != (n_action,) or not np.all(np.isfinite(scale)):
-            raise ConfigError(
-                f"{where}.scale={raw.get('scale')!r}: one finite number, or {n_action}."
-            )
-        button = raw.get("button", 0 if kind == "joy" else None)
-        if button is not None:
-            if kind != "joy":
-                raise ConfigError(
-                    f"{where}.button={button!r}: Twist has no buttons (any non-zero input "
-                    "intervenes); set button: null or use type: joy."
-                )
-            if isinstance(button, bool) or not isinstance(button, int) or button < 0:
-                raise ConfigError(f"{where}.button={button!r} must be an index >= 0 or null.")
-        deadzone = float(raw.get("deadzone", 0.05))
-        timeout = float(raw.get("timeout_s", 0.5))
-        if deadzone < 0 or timeout <= 0:
-            raise ConfigError(
-                f"{where}: deadzone={deadzone} must be >= 0 and timeout_s={timeout} > 0."
-            )
+    def parse(
+        cls,
+        raw: Mapping[str, Any],
+        n_action: int,
+        where: str = "robot.intervention",
+        extra_keys: Collection[str] = (),
+    ) -> InterventionConfig:
+        fields = InputMap.parse_fields(raw, n_action, where, ("topic", *extra_keys, "qos"))
+        joy = fields["type"] == "joy"
         return cls(
-            topic=str(raw.get("topic") or ("/joy" if kind == "joy" else "/teleop/cmd_vel")),
-            type=kind,
-            axes=tuple(axes),
-            scale=scale,
-            button=button,
-            deadzone=deadzone,
-            timeout_s=timeout,
+            **fields,
+            topic=str(raw.get("topic") or ("/joy" if joy else "/teleop/cmd_vel")),
             qos=qos_spec(raw.get("qos"), f"{where}.qos"),
         )
 
@@ -126,7 +83,7 @@ class Teleop:
     """The newest teleop message as "is a person intervening, and with which command".
 
     Decoding happens in the transport's callback; `command()` is what the control loop asks,
-    once per tick, so it only reads a value under a lock."""
+    once per tick, so it only reads a value under a lock. A `roborl.hil.Teleoperator`."""
 
     def __init__(self, config: InterventionConfig) -> None:
         self.config = config
@@ -168,13 +125,11 @@ class Teleop:
                 [getattr(getattr(twist, a.split(".")[0]), a.split(".")[1]) for a in c.axes],
                 dtype=np.float64,
             )
-        command = raw * c.scale
+        pressed = None
         if c.button is not None:
             buttons = list(msg.buttons)
-            intervening = c.button < len(buttons) and bool(buttons[c.button])
-        else:
-            intervening = bool(np.any(np.abs(raw) > c.deadzone))
-        return command, intervening
+            pressed = c.button < len(buttons) and bool(buttons[c.button])
+        return c.command(raw, pressed)
 
     def on_message(self, msg: Any) -> None:
         try:
@@ -194,6 +149,19 @@ class Teleop:
             if not self._intervening or time.monotonic() - self._stamp > self.config.timeout_s:
                 return None
             return None if self._command is None else self._command.copy()
+
+    # -- roborl.hil.Teleoperator: the gamepad needs no episode bookkeeping ------------------
+    def reset(self, seed: int | None = None) -> None:
+        pass
+
+    def act(self, obs: Any, info: Mapping[str, Any]) -> np.ndarray | None:
+        return self.command()
+
+    def end_episode(self, info: Mapping[str, Any]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass  # the subscription ends with the robot's transport
 
 
 def make_teleop(cfg: Mapping[str, Any], n_action: int) -> Teleop | None:

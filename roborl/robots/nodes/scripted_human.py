@@ -6,15 +6,14 @@ back, and lets go. This node does the same with a scripted expert, so the interv
 
 - it watches the robot's `sensor_msgs/JointState` (for `sim-robot env=tabletop...` that
   topic carries every slide joint of the scene: the gripper `gx`, `gy` and the blocks);
-- the expert is RoborlTabletop's own `expert_action()`, evaluated on a copy of the scene
-  whose joints are set from those JointStates; its `progress()` is the task error (the
-  distance still to go). `expert=fetch_push`: Fetch's push expert on the end effector, block
-  and goal that `sim-robot env=fetch_push_pixels` publishes, the error being block to goal;
-- **takeover** ("drift"): the error is above `tolerance` and has not shrunk by `min_progress`
-  over the last `window_s` seconds -- the robot stalls or moves away from the expert's path;
-- **release** ("back on track"): the error shrank by `recover` since the takeover, fell to
-  `tolerance`, or the takeover lasted `max_takeover_s`; a new episode (a jump of the scene
-  state larger than `reset_jump`) also releases;
+- the expert is found by name (`expert=`, `roborl.hil.experts`; each lives beside its task):
+  `tabletop` is RoborlTabletop's own `expert_action()`, evaluated on a copy of the scene whose
+  joints are set from those JointStates, its `progress()` the task error (the distance still
+  to go); `fetch_push` is Fetch's push expert on the end effector, block and goal that
+  `sim-robot env=fetch_push_pixels` publishes, the error being block to goal;
+- takeover and release follow `roborl.hil.drift.DriftRule` (no progress over `window_s`;
+  back on track, done, or `max_takeover_s`); a new episode (a jump of the scene state larger
+  than `reset_jump`) also releases;
 - it publishes on the robot config's intervention topic (`robot.intervention`: Joy with the
   dead-man button held while it intervenes and the expert's action on the mapped axes, or a
   Twist or TwistStamped that is non-zero only while it intervenes), inverting the config's
@@ -29,7 +28,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +36,8 @@ import numpy as np
 from roborl.core.compose import register_command_config
 from roborl.core.config import rng
 from roborl.core.errors import ConfigError
+from roborl.hil.drift import DriftRule
+from roborl.hil.experts import JointStateExpert, expert_for, expert_names
 from roborl.robots.nodes.common import (
     ROS_ARGS_HELP,
     announce,
@@ -49,10 +49,11 @@ from roborl.robots.nodes.common import (
 )
 
 if TYPE_CHECKING:
+    from roborl.robots.env.intervention import InterventionConfig
     from roborl.robots.transport.protocol import Transport
 
 SCRIPTED_HUMAN_CONFIG = "roborl_scripted_human"
-EXPERTS = ("tabletop", "fetch_push")
+EXPERTS = expert_names()  # registered on `import roborl` (roborl/sim/registration.py)
 
 
 @dataclass
@@ -103,127 +104,10 @@ class ScriptedHumanOptions:
 register_command_config(SCRIPTED_HUMAN_CONFIG, ScriptedHumanOptions, {"robot": "tabletop"})
 
 
-def joint_values(
-    names: list[str], positions: list[float], wanted: list[str], expert: str, env: str
-) -> np.ndarray:
-    """The positions of `wanted` from a JointState's names and positions; a missing joint is a
-    ConfigError naming it and the sim-robot env that publishes it."""
-    index = {n: i for i, n in enumerate(names)}
-    missing = [j for j in wanted if j not in index]
-    if missing:
-        raise ConfigError(
-            f"the {expert} expert needs joints {missing} on the JointState topic (it has "
-            f"{names}); run `roborl sim-robot {env}` without a joints= filter."
-        )
-    return np.asarray([positions[index[j]] for j in wanted], dtype=np.float64)
-
-
-class TabletopExpert:
-    """RoborlTabletop's scripted expert on the scene state seen in JointState messages."""
-
-    def __init__(self, task: int) -> None:
-        from roborl.sim.tabletop.env import COLORS, TabletopEnv
-
-        self.env = TabletopEnv(tasks=[task])
-        self.env.task = task
-        self.joints = ["gx", "gy"] + [f"{c}_{a}" for c in COLORS for a in "xy"]
-        self._qadr = self.env._qadr
-        self.instruction = self.env.instruction
-        self.n_action, self.commands = 2, "2 gripper velocities"
-
-    def set_state(self, names: list[str], positions: list[float]) -> np.ndarray:
-        """Write the scene's joints from a JointState; returns the blocks' (the gripper moves
-        every step; blocks jump only on a reset)."""
-        values = joint_values(names, positions, self.joints, "tabletop", "env=tabletop...")
-        for j, v in zip(self.joints, values):
-            self.env.data.qpos[self._qadr[j]] = v
-        return values[2:]
-
-    def action(self) -> np.ndarray:
-        return self.env.expert_action()
-
-    def error(self) -> float:
-        return self.env.progress()
-
-
-class FetchPushExpert:
-    """Fetch's scripted push expert (`fetch_pixels.expert_move`) on the end effector, block and
-    goal that `sim-robot env=fetch_push_pixels` publishes as JointState (the person sees the
-    block; the policy's robot config does not observe it). Action: (dx, dy, dz, gripper),
-    fingers closed."""
-
-    joints = ["ee_x", "ee_y", "ee_z", "block_x", "block_y", "block_z", "goal_x", "goal_y", "goal_z"]
-
-    def __init__(self) -> None:
-        self.values = np.zeros(len(self.joints))
-        self.instruction = "push the block onto the goal (FetchPush)"
-        self.n_action, self.commands = 4, "(dx, dy, dz, gripper)"
-
-    def set_state(self, names: list[str], positions: list[float]) -> np.ndarray:
-        """Read the scene from a JointState; returns block and goal (a jump is a new episode:
-        the goal moves only on a reset)."""
-        self.values = joint_values(
-            names, positions, self.joints, "fetch_push", "env=fetch_push_pixels"
-        )
-        return self.values[3:]
-
-    def action(self) -> np.ndarray:
-        from roborl.sim.benchmarks.fetch_pixels import expert_move
-
-        grip, block, goal = self.values[:3], self.values[3:6], self.values[6:]
-        return np.array([*expert_move(grip, block, goal), -1.0])
-
-    def error(self) -> float:
-        return float(np.linalg.norm(self.values[3:6] - self.values[6:]))
-
-
-class DriftRule:
-    """Takeover on no progress over a window, release on recovery (see module docstring)."""
-
-    def __init__(self, opts: ScriptedHumanOptions) -> None:
-        self.opts = opts
-        self.history: deque[tuple[float, float]] = deque()
-        self.intervening = False
-        self.since = 0.0
-        self.error_at_takeover = 0.0
-
-    def reset(self) -> None:
-        self.history.clear()
-        self.intervening = False
-
-    def update(self, now: float, error: float) -> tuple[str, str] | None:
-        """Feed one observation; returns ("takeover"|"release", cause) when the state flips."""
-        o = self.opts
-        if self.intervening:
-            cause = None
-            if error <= o.tolerance:
-                cause = "done"
-            elif error <= self.error_at_takeover - o.recover:
-                cause = "back_on_track"
-            elif now - self.since >= o.max_takeover_s:
-                cause = "max_takeover"
-            if cause is None:
-                return None
-            self.reset()
-            return "release", cause
-        self.history.append((now, error))
-        while self.history and now - self.history[0][0] > o.window_s:
-            self.history.popleft()
-        if error <= o.tolerance:
-            self.history.clear()
-            return None
-        t0, e0 = self.history[0]
-        if now - t0 >= 0.9 * o.window_s and e0 - error < o.min_progress:
-            self.intervening, self.since, self.error_at_takeover = True, now, error
-            self.history.clear()
-            return "takeover", "drift"
-        return None
-
-
 class TeleopWriter:
     """Builds the teleop message the robot env decodes back into `action` (its inverse)."""
 
-    def __init__(self, config: Any) -> None:
+    def __init__(self, config: InterventionConfig) -> None:
         self.config = config
 
     def message(self, action: np.ndarray, intervening: bool, now: float | None = None) -> Any:
@@ -231,7 +115,7 @@ class TeleopWriter:
         from roborl.robots.transport import msgs
 
         c = self.config
-        raw = np.asarray(action, dtype=np.float64) / np.where(c.scale == 0, 1.0, c.scale)
+        raw = c.inputs(action)
         if c.type == "joy":
             axes = [0.0] * (max(c.axes) + 1)
             for i, a in enumerate(c.axes):
@@ -277,9 +161,7 @@ def scripted_human(argv: list[str]) -> int:
     robot = composed["robot"]
     n_action = len((robot.get("command") or {}).get("joints") or robot.get("joints") or [])
     teleop = InterventionConfig.parse(robot.get("intervention") or {}, n_action)
-    if opts.expert not in EXPERTS:
-        raise ConfigError(f"expert={opts.expert!r}: accepted are {', '.join(EXPERTS)}.")
-    expert = TabletopExpert(int(opts.task)) if opts.expert == "tabletop" else FetchPushExpert()
+    expert = expert_for(opts.expert, task=int(opts.task))
     if n_action != expert.n_action:
         raise ConfigError(
             f"the {opts.expert} expert commands {expert.commands}; robot command joints give "
@@ -298,7 +180,7 @@ def _serve(
     opts: ScriptedHumanOptions,
     robot: dict[str, Any],
     teleop: Any,
-    expert: TabletopExpert | FetchPushExpert,
+    expert: JointStateExpert,
     transport: Transport,
     msgs: Any,
 ) -> int:
