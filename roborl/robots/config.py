@@ -6,11 +6,13 @@ wrong: unknown keys are refused with a did-you-mean (a `max_detla` is an error, 
 key), limits must be finite with `low < high` per commanded joint, the rate limit must be
 positive, ages, rates and timeouts positive, joint names unique and the commanded joints among
 the observed ones. YAML files under `configs/robot/` list only what differs from these
-dataclasses; ROS parameters (`env.driver_params.ROBOT_PARAMS`) take their defaults from the validated
-values.
+dataclasses; ROS parameters (`env.driver_params.robot_parameters`) are derived from the
+validated object.
 
-`robot_config_dict` returns the validated config as a plain dict with every default filled in,
-which is what the driver, the env and the nodes read.
+`parse_robot_config` validates a composed `robot` section once; the `RobotConfig` it returns is
+what the robot kinds, the driver, the env, the deploy node and the learner take (attribute
+access, typed sections). A dict exists only where one is the wire format (a composed or saved
+section, ROS parameters written back): `robot_config_dict` is that one conversion.
 """
 
 from __future__ import annotations
@@ -279,13 +281,28 @@ class RobotConfig:
         if self.command.time_from_start_s is not None:
             _positive(self.command.time_from_start_s, "robot.command.time_from_start_s")
         self._check_safety(len(commanded))
-        hold_for(dataclasses.asdict(self))  # the interface decides the hold: refuse a conflict
+        hold_for(self)  # the interface decides the hold: refuse a conflict
         if self.terminate is not None:
             _known_keys(self.terminate, TERMINATE_KEYS, "robot.terminate")
+        #: The values in force of a deploy node's own ROS parameters (autostart, on_watchdog),
+        #: filled by the robot kind's `open`: node settings, so not config keys (not fields).
+        self.node_params: dict[str, Any] = {}
 
     @property
     def commanded_joints(self) -> list[str]:
+        """The commanded joints in the controller's order (`command.joints`, else `joints`)."""
         return list(self.command.joints) if self.command.joints is not None else list(self.joints)
+
+    @property
+    def hold(self) -> str:
+        """What a stop sends: "zero" or "position" (`hold_for`; checked at construction)."""
+        return hold_for(self)
+
+    @property
+    def limits(self) -> tuple[list[float], list[float]]:
+        """(low, high) per commanded joint, filled and checked at construction."""
+        assert self.safety.low is not None and self.safety.high is not None
+        return list(self.safety.low), list(self.safety.high)
 
     def _check_safety(self, n: int) -> None:
         s = self.safety
@@ -313,13 +330,12 @@ class RobotConfig:
         s.low, s.high = [float(v) for v in low], [float(v) for v in high]
 
 
-def hold_for(cfg: Mapping[str, Any]) -> str:
+def hold_for(cfg: RobotConfig) -> str:
     """What a stop sends on this robot's command interface: "zero" (velocity and effort
     interfaces: a mobile base's Twist, a velocity or effort forward_command_controller) or
     "position" (hold where the arm stands: joint_trajectory_controller, a position
     forward_command_controller). `robot.safety.hold` may only say the same."""
-    command, safety = cfg["command"], cfg["safety"]
-    interface, name = command["interface"], command.get("interface_name")
+    interface, name = cfg.command.interface, cfg.command.interface_name
     if interface == "trajectory":
         kind, why = "position", "JointTrajectory carries positions"
     elif interface in TWIST_INTERFACES:
@@ -335,11 +351,10 @@ def hold_for(cfg: Mapping[str, Any]) -> str:
     else:
         kind = "position" if name == "position" else "zero"
         why = f"interface_name={name}"
-    given = safety.get("hold")
-    given = "position" if given == "last" else given
+    given = "position" if cfg.safety.hold == "last" else cfg.safety.hold
     if given is not None and given != kind:
         raise ConfigError(
-            f"robot.safety.hold={safety.get('hold')!r} conflicts with the command interface "
+            f"robot.safety.hold={cfg.safety.hold!r} conflicts with the command interface "
             f"(robot.command.interface={interface}, {why}): a stop there must send "
             f"{'the measured position' if kind == 'position' else 'zero'}. "
             + (
@@ -396,20 +411,24 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def parse_robot_config(values: Mapping[str, Any] | None) -> RobotConfig:
-    """Validate a `robot` config section; a ConfigError names the bad key and value."""
-    values = _plain(dict(values or {}))
+def parse_robot_config(values: RobotConfig | Mapping[str, Any] | None) -> RobotConfig:
+    """Validate a `robot` config section once; a ConfigError names the bad key and value.
+    A `RobotConfig` is returned as it is: it was validated when it was built."""
+    if isinstance(values, RobotConfig):
+        return values
+    section = _plain(dict(values or {}))
     for key, cls in NESTED.items():
-        section = values.get(key)
-        if section is not None and not isinstance(section, Mapping | cls):
-            raise ConfigError(f"robot.{key}={section!r} must be a mapping.")
-        if isinstance(section, Mapping):
-            values[key] = build_config(cls, section, f"robot.{key}.")
-    return build_config(RobotConfig, values, "robot.")
+        value = section.get(key)
+        if value is not None and not isinstance(value, Mapping | cls):
+            raise ConfigError(f"robot.{key}={value!r} must be a mapping.")
+        if isinstance(value, Mapping):
+            section[key] = build_config(cls, value, f"robot.{key}.")
+    return build_config(RobotConfig, section, "robot.")
 
 
-def robot_config_dict(values: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The validated config as a plain dict, every default filled in."""
+def robot_config_dict(values: RobotConfig | Mapping[str, Any] | None) -> dict[str, Any]:
+    """The validated config as a plain dict, every default filled in: the one conversion to
+    the wire form (a composed or saved `robot` section, ROS parameters written back)."""
     return dataclasses.asdict(parse_robot_config(values))
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from roborl.core.errors import ConfigError, RobotError
-from roborl.robots.config import robot_config_dict
+from roborl.robots.config import ResetConfig, RobotConfig, parse_robot_config
 
 if TYPE_CHECKING:
     from roborl.robots.env.cameras import CameraFeed, CameraSpec
@@ -35,16 +35,16 @@ class LocalRobot(abc.ABC):
     transport = None  # no ROS: a teleop topic or a success service is refused clearly
     use_sim_time = False
 
-    def __init__(self, cfg: Mapping[str, Any]) -> None:
-        cfg = robot_config_dict(cfg)  # typed and validated: unknown keys and bad values refused
-        if cfg["cameras"]:
-            raise ConfigError(f"robot={cfg['name']} has no cameras yet: set robot.cameras=[].")
-        self.joints = list(cfg["joints"])
-        self.fields = list(cfg["fields"])
-        self.command_joints = list(cfg["command"]["joints"] or self.joints)
+    def __init__(self, cfg: RobotConfig | Mapping[str, Any]) -> None:
+        cfg = parse_robot_config(cfg)  # a composed section is validated here, a config passes
+        if cfg.cameras:
+            raise ConfigError(f"robot={cfg.name} has no cameras yet: set robot.cameras=[].")
+        self.joints = list(cfg.joints)
+        self.fields = list(cfg.fields)
+        self.command_joints = cfg.commanded_joints
         self.cameras: list[CameraSpec] = []
         self.feeds: dict[str, CameraFeed] = {}
-        self.endpoint = str(cfg["name"])
+        self.endpoint = cfg.name
         self.sent = self.received = self.rejected = 0
         self.last_error: str | None = None
         self._state_lock = threading.Lock()
@@ -120,9 +120,9 @@ class LocalRobot(abc.ABC):
         if pending is not None and callback is not None:
             callback(pending)
 
-    def request_reset(self, reset: Mapping[str, Any]) -> None:
+    def request_reset(self, reset: ResetConfig) -> None:
         raise ConfigError(
-            f"robot.reset.mode={reset['mode']} asks the robot to reset itself, which "
+            f"robot.reset.mode={reset.mode} asks the robot to reset itself, which "
             f"{self.endpoint} cannot: use wait, operator or home."
         )
 
@@ -143,26 +143,26 @@ class LocalRobot(abc.ABC):
 
 
 def open_local(
-    robot_cls: Callable[[Mapping[str, Any]], LocalRobot],
-    cfg: Mapping[str, Any],
+    robot_cls: Callable[[RobotConfig], LocalRobot],
+    cfg: RobotConfig | Mapping[str, Any],
     node_name: str | None = None,
     *,
     ros_args: Sequence[str] | None = None,
     extra_params: Mapping[str, Any] | None = None,
     **_ros: Any,
-) -> tuple[LocalRobot, dict[str, Any]]:
+) -> tuple[LocalRobot, RobotConfig]:
     """`RobotKind.open` for a robot without ROS: the robot (not yet connected) and its
-    validated config, plus the defaults of deploy's extra parameters (there are no ROS
-    parameters to override them, so ROS arguments are refused)."""
+    validated config, with the defaults of deploy's extra parameters in its `node_params`
+    (there are no ROS parameters to override them, so ROS arguments are refused)."""
     from roborl.robots.robot import extra_defaults
 
-    resolved = robot_config_dict(cfg)
+    resolved = parse_robot_config(cfg)
     if ros_args:
         raise ConfigError(
-            f"robot={resolved['name']} runs without ROS, so it takes no ROS arguments "
+            f"robot={resolved.name} runs without ROS, so it takes no ROS arguments "
             f"({list(ros_args)}): set the robot config's keys instead (robot.rate_hz=..., "
             "robot.options.*)."
         )
     robot = robot_cls(resolved)
-    resolved.update(extra_defaults(extra_params))
+    resolved.node_params = extra_defaults(extra_params)
     return robot, resolved

@@ -16,7 +16,7 @@ sends the hold it is given (zero when none is).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -27,7 +27,9 @@ from roborl.core.errors import ConfigError
 if TYPE_CHECKING:
     import gymnasium as gym
 
+    from roborl.robots.config import ResetConfig, RobotConfig
     from roborl.robots.env.cameras import CameraFeed, CameraSpec
+    from roborl.robots.local import LocalRobot
     from roborl.robots.transport.common import Param
     from roborl.robots.transport.protocol import Transport
 
@@ -101,7 +103,7 @@ class Robot(Protocol):
         """Call `callback(cause)` when the robot's own e-stop source fires (a pending one at
         once)."""
 
-    def request_reset(self, reset: Mapping[str, Any]) -> None:
+    def request_reset(self, reset: ResetConfig) -> None:
         """Start a new episode as `robot.reset` says (modes `topic` and `service` ask the
         robot); a ConfigError for a mode this robot cannot serve."""
 
@@ -132,21 +134,18 @@ class ConfigLayout:
     cameras: list[CameraSpec]
 
     @classmethod
-    def of(cls, cfg: Mapping[str, Any]) -> ConfigLayout:
-        from roborl.robots.config import robot_config_dict
+    def of(cls, cfg: RobotConfig) -> ConfigLayout:
         from roborl.robots.env.cameras import parse_cameras
 
-        cfg = robot_config_dict(cfg)
-        joints = list(cfg["joints"])
         return cls(
-            joints=joints,
-            fields=list(cfg["fields"]),
-            command_joints=list(cfg["command"].get("joints") or joints),
-            cameras=parse_cameras(cfg.get("cameras")),
+            joints=list(cfg.joints),
+            fields=list(cfg.fields),
+            command_joints=cfg.commanded_joints,
+            cameras=parse_cameras(cfg.cameras),
         )
 
 
-OpenRobot = Callable[..., tuple[Robot, dict[str, Any]]]
+OpenRobot = Callable[..., tuple[Robot, "RobotConfig | Mapping[str, Any]"]]
 
 
 class RobotKind:
@@ -154,10 +153,12 @@ class RobotKind:
 
     Calling it builds the env for `roborl train robot=NAME` (the robot behind `RobotEnv` and
     its safety layer); `roborl deploy robot=NAME` calls `open` itself. `open(cfg, **ros)`
-    returns the robot (not yet connected) and the resolved config the safety layer uses;
-    `ros` carries the deploy node's ROS settings (node_name, namespace, ros_args, lifecycle,
-    extra_params), which a robot without ROS ignores, except `extra_params`, whose defaults
-    it returns in the config's top level. `Config` is the typed config `robot=NAME` composes.
+    validates the composed section once and returns the robot (not yet connected) and the
+    resolved `RobotConfig` the safety layer uses; `ros` carries the deploy node's ROS
+    settings (node_name, namespace, ros_args, lifecycle, extra_params), which a robot without
+    ROS ignores, except `extra_params`, whose defaults it returns in the config's
+    `node_params` (an `open` that returns a mapping puts them in its top level instead:
+    `resolved_config`). `Config` is the typed config `robot=NAME` composes.
     """
 
     def __init__(
@@ -173,7 +174,7 @@ class RobotKind:
         self._lifecycle = lifecycle
 
     @classmethod
-    def local(cls, robot_cls: Callable[[Mapping[str, Any]], Any], config: type) -> RobotKind:
+    def local(cls, robot_cls: Callable[[RobotConfig], LocalRobot], config: type) -> RobotKind:
         """The kind of a robot without ROS: `robot_cls(cfg)` builds it (a `LocalRobot`)."""
         from functools import partial
 
@@ -198,9 +199,27 @@ class RobotKind:
         return env
 
 
-def robot_kind(registry: Any, cfg: Mapping[str, Any], command: str) -> RobotKind:
-    """The `RobotKind` registered as `robot.name`; a ConfigError for a plain env factory."""
-    name = str(cfg.get("name") or "ros2")
+def resolved_config(
+    resolved: RobotConfig | Mapping[str, Any], node_params: Iterable[str] = ()
+) -> RobotConfig:
+    """What a kind's `open` returned, as the typed config: a `RobotConfig` as it is; a mapping
+    (a plugin's `open`) validated once, the values of `node_params` moved from its top level
+    into `node_params`."""
+    from roborl.robots.config import RobotConfig, parse_robot_config
+
+    if isinstance(resolved, RobotConfig):
+        return resolved
+    section = dict(resolved)
+    params = {k: section.pop(k) for k in node_params if k in section}
+    config = parse_robot_config(section)
+    config.node_params = params
+    return config
+
+
+def robot_kind(registry: Any, section: Mapping[str, Any], command: str) -> RobotKind:
+    """The `RobotKind` registered as `robot.name` in the composed `robot` section; a
+    ConfigError for a plain env factory."""
+    name = str(section.get("name") or "ros2")
     kind = registry.get("robots", name)
     if not isinstance(kind, RobotKind):
         raise ConfigError(

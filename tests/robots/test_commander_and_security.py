@@ -14,6 +14,7 @@ import pytest
 from cli_server import run_roborl
 
 from roborl.core.errors import ConfigError
+from roborl.robots.config import SecurityConfig
 from roborl.robots.transport.security import apply_security, dds_has_security
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,12 +39,12 @@ def test_required_security_is_refused_without_dds_security(tmp_path) -> None:
     naming the library and what to do, rather than run unauthenticated."""
     assert not dds_has_security()
     with pytest.raises(ConfigError) as info:
-        apply_security({"require": True, "keystore": str(tmp_path)}, "rclpy")
+        apply_security(SecurityConfig(require=True, keystore=str(tmp_path)), "rclpy")
     message = str(info.value)
     assert "robot.security.require=true" in message and "DDS:Auth:PKI-DH" in message
     with pytest.raises(ConfigError, match="transport=dds"):
-        apply_security({"require": True}, "dds")
-    assert apply_security({"require": False}, "rclpy") == []
+        apply_security(SecurityConfig(require=True), "dds")
+    assert apply_security(SecurityConfig(require=False), "rclpy") == []
 
 
 def test_cli_refuses_required_security_before_any_ros_traffic(tmp_path) -> None:

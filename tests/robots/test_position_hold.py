@@ -14,7 +14,7 @@ import pytest
 from robot_helpers import poll_until
 
 from roborl.core.errors import ConfigError, RobotError
-from roborl.robots.config import hold_for, robot_config_dict
+from roborl.robots.config import hold_for, parse_robot_config, robot_config_dict
 from roborl.robots.env.safety import SafetyConfig, SafetyLayer
 
 
@@ -214,12 +214,12 @@ def test_hold_zero_with_a_position_interface_is_refused() -> None:
 def test_forward_needs_its_interface_name_and_each_interface_has_its_hold() -> None:
     with pytest.raises(ConfigError, match="interface_name"):
         robot_config_dict(robot())
-    assert hold_for(robot_config_dict(robot(interface="trajectory"))) == "position"
-    assert hold_for(robot_config_dict(robot(interface_name="position"))) == "position"
-    assert hold_for(robot_config_dict(robot(interface_name="velocity"))) == "zero"
-    assert hold_for(robot_config_dict(robot(interface_name="effort"))) == "zero"
-    assert hold_for(robot_config_dict(robot(interface="twist"))) == "zero"
-    assert hold_for(robot_config_dict(robot(interface="twist_stamped"))) == "zero"
+    assert hold_for(parse_robot_config(robot(interface="trajectory"))) == "position"
+    assert hold_for(parse_robot_config(robot(interface_name="position"))) == "position"
+    assert hold_for(parse_robot_config(robot(interface_name="velocity"))) == "zero"
+    assert hold_for(parse_robot_config(robot(interface_name="effort"))) == "zero"
+    assert hold_for(parse_robot_config(robot(interface="twist"))) == "zero"
+    assert hold_for(parse_robot_config(robot(interface="twist_stamped"))) == "zero"
     cfg = robot(interface="twist_stamped")
     cfg["safety"] = {"hold": "position"}  # repeating a velocity keeps the base moving
     with pytest.raises(ConfigError, match="keeps it moving"):

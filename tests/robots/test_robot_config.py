@@ -3,6 +3,8 @@ did-you-mean, and each bad value is a one-paragraph error that names its key."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from cli_server import run_roborl
 
@@ -94,13 +96,44 @@ def test_twist_stamped_frame_id_is_typed_and_checked_as_a_ros_parameter_too() ->
     base = with_(command={"interface": "twist_stamped", "joints": ["vx", "wz"]})
     base["command"].pop("interface_name")
     base["safety"] = {"low": [-0.5, -1.0], "high": [0.5, 1.0]}
-    cfg = robot_config_dict(base)
-    assert cfg["command"]["frame_id"] == "base_link" and hold_for(cfg) == "zero"
+    cfg = parse_robot_config(base)
+    assert cfg.command.frame_id == "base_link" and hold_for(cfg) == "zero" == cfg.hold
     assert robot_parameters(cfg)["command.frame_id"].value == "base_link"
     moved = apply_parameters(cfg, {"command.frame_id": "base_footprint"})
-    assert robot_config_dict(moved)["command"]["frame_id"] == "base_footprint"
+    assert isinstance(moved, RobotConfig) and moved.command.frame_id == "base_footprint"
+    assert cfg.command.frame_id == "base_link"  # a new config; the one passed in is unchanged
     with pytest.raises(ConfigError, match=r"robot\.command\.frame_id=''"):
-        robot_config_dict(apply_parameters(cfg, {"command.frame_id": ""}))
+        apply_parameters(cfg, {"command.frame_id": ""})
+
+
+def test_each_rule_is_checked_once_when_the_config_is_built() -> None:
+    """The typed config is what is passed down: built (and validated) once, then taken as it
+    is by everything below it; a bad value is refused at construction, naming its key."""
+    from pathlib import Path
+
+    import roborl.robots
+    from roborl.robots.env.driver_params import robot_parameters
+    from roborl.robots.robot import ConfigLayout
+
+    cfg = parse_robot_config(BASE)
+    assert parse_robot_config(cfg) is cfg  # passed down as is, not validated again
+    assert ConfigLayout.of(cfg).command_joints == ["slider"] == cfg.commanded_joints
+    assert robot_parameters(cfg)["rate_hz"].value == 50.0  # ROS parameters derive from it
+    assert cfg.limits == ([-1.0], [1.0])
+    for build in (
+        lambda: parse_robot_config(with_(rate_hz=0)),
+        lambda: RobotConfig(joints=["slider"], rate_hz=-5.0),
+    ):
+        with pytest.raises(ConfigError, match=r"robot\.rate_hz=(0\.0|-5\.0) must be"):
+            build()
+    # No module below the config checks the rate again (one rule, one place).
+    root = Path(roborl.robots.__file__).parent
+    again = [
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*.py")
+        if p.name != "config.py" and re.search(r"rate_hz\s*<=?\s*0", p.read_text())
+    ]
+    assert again == [], again
 
 
 def test_rate_limit_never_walks_past_a_limit() -> None:

@@ -37,7 +37,7 @@ import numpy as np
 
 from roborl.core.errors import ConfigError, RobotError
 from roborl.core.interfaces import RobotDriver
-from roborl.robots.config import robot_config_dict
+from roborl.robots.config import ResetConfig, RobotConfig, parse_robot_config
 from roborl.robots.env.cameras import CameraFeed, parse_cameras
 from roborl.robots.env.driver_safety import SafetyServices
 from roborl.robots.env.joint_state import parse_joint_state
@@ -53,20 +53,25 @@ QOS_TOPICS = ("state", "command", "estop", "diagnostics")
 class Ros2Driver(SafetyServices, RobotDriver):
     """See module docstring; `cfg` is the `robot` config group (roborl/robots/configs)."""
 
-    def __init__(self, cfg: Mapping[str, Any], transport: Transport | None = None) -> None:
-        cfg = robot_config_dict(cfg)  # typed and validated: unknown keys and bad values refused
-        self.joints = list(cfg["joints"])
-        self.fields = list(cfg["fields"])
-        command = dict(cfg["command"])
-        self.interface = command["interface"]
-        self.estop_clear = cfg["estop"]["clear"]
-        self.security = cfg["security"]
-        self.allow_other_commanders = bool(cfg["allow_other_commanders"])
-        self.controller = command["controller"]
-        self.command_joints = list(command.get("joints") or self.joints)
-        self.frame_id = str(command["frame_id"])
+    def __init__(
+        self,
+        cfg: RobotConfig | Mapping[str, Any],
+        transport: Transport | None = None,
+        node_name: str | None = None,
+    ) -> None:
+        cfg = parse_robot_config(cfg)  # a composed section is validated here, a config passes
+        command = cfg.command
+        self.joints = list(cfg.joints)
+        self.fields = list(cfg.fields)
+        self.interface = command.interface
+        self.estop_clear = cfg.estop.clear
+        self.security = cfg.security
+        self.allow_other_commanders = cfg.allow_other_commanders
+        self.controller = command.controller
+        self.command_joints = cfg.commanded_joints
+        self.frame_id = command.frame_id
         self.command_topic = (
-            command.get("topic")
+            command.topic
             or {
                 "forward": f"/{self.controller}/commands",
                 "trajectory": f"/{self.controller}/joint_trajectory",
@@ -74,28 +79,23 @@ class Ros2Driver(SafetyServices, RobotDriver):
                 "twist_stamped": "/cmd_vel",
             }[self.interface]
         )
-        rate = float(cfg["rate_hz"])
-        tfs = command.get("time_from_start_s")
-        # ros2_controllers read time_from_start as "reach this point by then": 0 is a jump.
-        self.time_from_start_s = float(tfs) if tfs else 1.0 / rate
-        if self.time_from_start_s <= 0:
-            raise ConfigError(
-                f"robot.command.time_from_start_s={tfs!r} must be > 0 (null: one control period)."
-            )
-        self.state_topic = cfg["state_topic"]
-        self.reset_mode, self.reset_topic = cfg["reset"]["mode"], str(cfg["reset"]["topic"])
-        self.estop_topic = cfg["estop_topic"]
-        qos = dict(cfg.get("qos") or {})
-        bad_qos = [k for k in qos if k not in QOS_TOPICS]
+        # ros2_controllers read time_from_start as "reach this point by then": 0 is a jump
+        # (both are > 0: checked by RobotConfig).
+        tfs = command.time_from_start_s
+        self.time_from_start_s = float(tfs) if tfs else 1.0 / cfg.rate_hz
+        self.state_topic = cfg.state_topic
+        self.reset_mode, self.reset_topic = cfg.reset.mode, cfg.reset.topic
+        self.estop_topic = cfg.estop_topic
+        bad_qos = [k for k in cfg.qos if k not in QOS_TOPICS]
         if bad_qos:
             raise ConfigError(f"robot.qos has unknown topics {bad_qos}: accepted are {QOS_TOPICS}.")
-        self.qos = {k: qos_spec(qos.get(k), f"robot.qos.{k}") for k in QOS_TOPICS}
-        self.cameras = parse_cameras(cfg.get("cameras"))
+        self.qos = {k: qos_spec(cfg.qos.get(k), f"robot.qos.{k}") for k in QOS_TOPICS}
+        self.cameras = parse_cameras(cfg.cameras)
         self.feeds = {c.name: CameraFeed(c) for c in self.cameras}
-        self.diagnostics_period_s = float(cfg["diagnostics_period_s"])
-        self.name = str(cfg.get("name") or "robot")
-        self.node_name = cfg["node_name"]
-        self._transport_kind = cfg["transport"]
+        self.diagnostics_period_s = cfg.diagnostics_period_s
+        self.name = cfg.name or "robot"
+        self.node_name = node_name or cfg.node_name
+        self._transport_kind = cfg.transport
         self._transport = transport
         self._diag_stop = threading.Event()
         self._diag_thread: threading.Thread | None = None
@@ -122,8 +122,8 @@ class Ros2Driver(SafetyServices, RobotDriver):
 
     @classmethod
     def open(
-        cls, cfg: Mapping[str, Any], node_name: str | None = None, **ros: Any
-    ) -> tuple[Ros2Driver, dict[str, Any]]:
+        cls, cfg: RobotConfig | Mapping[str, Any], node_name: str | None = None, **ros: Any
+    ) -> tuple[Ros2Driver, RobotConfig]:
         """Start the node, declare the robot config as ROS parameters and build the driver
         from the values in force (`ros2_kind.open_ros2`, which documents `ros`)."""
         from roborl.robots.env.ros2_kind import open_ros2
@@ -329,7 +329,7 @@ class Ros2Driver(SafetyServices, RobotDriver):
         else:
             log.log(level, message)
 
-    def request_reset(self, reset: Mapping[str, Any]) -> None:
+    def request_reset(self, reset: ResetConfig) -> None:
         """`reset.mode` topic (a std_msgs/Bool True, e.g. sim-robot's /sim_robot/reset) or
         service (a std_srvs/Trigger call, answered once the new episode started)."""
         from roborl.robots.env.episode import call_trigger
@@ -337,12 +337,12 @@ class Ros2Driver(SafetyServices, RobotDriver):
         t = self._transport
         if t is None:
             raise RobotError("request_reset() before connect().")
-        if reset["mode"] == "topic":
+        if reset.mode == "topic":
             if self._reset_pub is None:
-                self._reset_pub = t.publisher(str(reset["topic"]), msgs.Bool)
+                self._reset_pub = t.publisher(reset.topic, msgs.Bool)
             self._reset_pub(msgs.Bool(data=True))
-        elif reset["mode"] == "service":
-            call_trigger(t, str(reset["service"]), float(reset["timeout_s"]))
+        elif reset.mode == "service":
+            call_trigger(t, reset.service, reset.timeout_s)
 
     def stop(self, hold: np.ndarray | None = None) -> None:
         """Send the stop command: `hold` (the safety layer's hold, e.g. the last position for

@@ -1,16 +1,17 @@
 """The robot config as ROS 2 parameters: which keys a ROS 2 engineer may set, and back.
 
-The driver node declares these (`Ros2Driver.open`) with the config's values as defaults;
-`--ros-args -p` and params files override them, and the values in force are written back into
-the config (zeros and empty strings standing for the config's null).
+The driver node declares these (`Ros2Driver.open`) with the typed config's values as
+defaults; `--ros-args -p` and params files override them, and the values in force make a new
+`RobotConfig`, validated like the config they override (zeros and empty strings standing for
+the config's null).
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
+from roborl.robots.config import RobotConfig, parse_robot_config, robot_config_dict
 from roborl.robots.transport.common import Param
 
 #: The robot config keys a ROS 2 engineer may set as parameters (dotted = nested in the config).
@@ -45,14 +46,14 @@ _NULL_AS = {
 }
 
 
-def _get(cfg: Mapping[str, Any], dotted: str) -> Any:
+def _get(cfg: RobotConfig, dotted: str) -> Any:
     node: Any = cfg
     for part in dotted.split("."):
-        node = (node or {}).get(part) if isinstance(node, Mapping) else None
+        node = getattr(node, part)
     return node
 
 
-def robot_parameters(cfg: Mapping[str, Any]) -> dict[str, Param]:
+def robot_parameters(cfg: RobotConfig) -> dict[str, Param]:
     """The robot config as ROS parameter declarations (the config values are the defaults)."""
     out = {}
     for name, help_ in ROBOT_PARAMS.items():
@@ -67,9 +68,11 @@ def robot_parameters(cfg: Mapping[str, Any]) -> dict[str, Param]:
     return out
 
 
-def apply_parameters(cfg: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of `cfg` with the parameter values written back (zeros/'' back to null)."""
-    out = copy.deepcopy(dict(cfg))
+def apply_parameters(cfg: RobotConfig, values: Mapping[str, Any]) -> RobotConfig:
+    """`cfg` with the parameter values in force written back (zeros/'' back to null), as a
+    new config validated like any other (`-p safety.max_delta:=-1` is refused by name).
+    Parameters arrive as plain values, so they go in through the config's wire form."""
+    out = robot_config_dict(cfg)
     for name, value in values.items():
         if name in _NULL_AS and value == _NULL_AS[name]:
             value = None
@@ -79,4 +82,4 @@ def apply_parameters(cfg: Mapping[str, Any], values: Mapping[str, Any]) -> dict[
             node[part] = dict(node.get(part) or {})
             node = node[part]
         node[last] = value
-    return out
+    return parse_robot_config(out)

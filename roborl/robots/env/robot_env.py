@@ -42,7 +42,7 @@ import numpy as np
 
 from roborl.core.errors import ConfigError, RobotError
 from roborl.core.stop_signals import STOP_SIGNALS, signal_cause
-from roborl.robots.config import hold_for, robot_config_dict
+from roborl.robots.config import RobotConfig, parse_robot_config
 from roborl.robots.env.episode import EpisodeConfig, EpisodeControl
 from roborl.robots.env.intervention import make_teleop
 from roborl.robots.env.safety import SafetyConfig, SafetyLayer
@@ -79,34 +79,32 @@ def read_observation(driver: Robot) -> tuple[Any, float, dict[str, float]]:
 class RobotEnv(gym.Env):
     metadata = {"render_modes": []}
 
-    def __init__(self, cfg: Mapping[str, Any], driver: Robot | None = None) -> None:
-        self.cfg = robot_config_dict(cfg)  # typed and validated, every default filled in
+    def __init__(self, cfg: RobotConfig | Mapping[str, Any], driver: Robot | None = None) -> None:
+        #: The typed robot config (a composed section is validated here, a config passes).
+        self.cfg = parse_robot_config(cfg)
         if driver is None:  # the config alone: a ROS 2 driver that opens its node at connect
             from roborl.robots.env.driver import Ros2Driver
 
             driver = Ros2Driver(self.cfg)
         #: The robot (any `Robot`: the ROS 2 driver, the in-process MuJoCo robot, a plugin's).
         self.driver: Robot = driver
-        self.rate_hz = float(self.cfg["rate_hz"])
-        if self.rate_hz <= 0:
-            raise ConfigError(f"robot.rate_hz={self.rate_hz} must be > 0.")
+        self.rate_hz = self.cfg.rate_hz  # > 0: checked by RobotConfig
         self.period = 1.0 / self.rate_hz
-        s = dict(self.cfg.get("safety") or {})
+        s = self.cfg.safety
         n_cmd = len(self.driver.command_joints)
-        low = s["low"]  # filled per commanded joint by RobotConfig
-        high = s["high"]
+        low, high = self.cfg.limits  # filled per commanded joint by RobotConfig
         self.safety = SafetyLayer(
             SafetyConfig(
-                low=[float(x) for x in low],
-                high=[float(x) for x in high],
-                max_delta=s.get("max_delta"),
-                max_state_age_s=float(s["max_state_age_s"]),
-                max_policy_time_s=float(s["max_policy_time_s"]),
-                hold=hold_for(self.cfg),
+                low=low,
+                high=high,
+                max_delta=s.max_delta,
+                max_state_age_s=s.max_state_age_s,
+                max_policy_time_s=s.max_policy_time_s,
+                hold=self.cfg.hold,
                 max_camera_age_s={c.name: c.max_age_s for c in self.driver.cameras},
             )
         )
-        if len(low) != n_cmd:
+        if len(low) != n_cmd:  # the robot's layout against its config (a plugin's may differ)
             raise ConfigError(
                 f"robot.safety.low/high have {len(low)} entries for {n_cmd} commanded joints "
                 f"{self.driver.command_joints}."
@@ -115,8 +113,8 @@ class RobotEnv(gym.Env):
             np.asarray(low, np.float32), np.asarray(high, np.float32), dtype=np.float32
         )
         self.observation_space = robot_observation_space(self.driver)
-        self.max_episode_steps = int(self.cfg["max_episode_steps"])
-        term = self.cfg.get("terminate") or {}
+        self.max_episode_steps = self.cfg.max_episode_steps
+        term = self.cfg.terminate or {}
         self._term_idx = None
         if term:
             joint = term.get("joint")
@@ -126,21 +124,22 @@ class RobotEnv(gym.Env):
                 )
             self._term_idx = self.driver.joints.index(joint)
             self._term_bound = float(term.get("abs_above", np.inf))
-        self.reset_cfg = dict(self.cfg["reset"])  # validated, defaults filled (ResetConfig)
-        mode = self.reset_cfg["mode"]
+        self.reset_cfg = self.cfg.reset  # validated, defaults filled (ResetConfig)
+        mode = self.reset_cfg.mode
         if mode == "home" or self.safety.config.hold == "position":
             self._position_index()  # validates that the commanded joints' positions are observed
         if mode == "home":
-            self._home = self._check_home(self.reset_cfg["home"])
-        self.teleop = make_teleop(self.cfg, n_cmd)
-        episode_cfg = EpisodeConfig.parse(self.cfg.get("episode"))
+            self._home = self._check_home(self.reset_cfg.home)
+        # The teleop parser (intervention.py) reads its own section from a mapping.
+        self.teleop = make_teleop({"intervention": self.cfg.intervention}, n_cmd)
+        episode_cfg = EpisodeConfig.parse(self.cfg.episode)
         if episode_cfg.success_key is not None and mode == "operator":
             raise ConfigError(
                 "robot.episode.success_key and robot.reset.mode=operator both read stdin: "
                 "use success_service, or another reset mode."
             )
         self.driver.on_estop(self._on_estop)
-        self.driver.connect(float(self.cfg["connect_timeout_s"]))
+        self.driver.connect(self.cfg.connect_timeout_s)
         if self.safety.config.hold == "position":  # holds read where the arm stands
             self.safety.bind_measurement(self._measured_command_positions)
             self.safety.set_last(self.commanded_positions())
@@ -212,9 +211,9 @@ class RobotEnv(gym.Env):
         command through the safety layer, then hold home until the robot is within tolerance."""
         start = self.commanded_positions()
         self.safety.set_last(start)
-        steps = max(1, int(np.ceil(float(self.reset_cfg["duration_s"]) * self.rate_hz)))
-        tolerance = float(self.reset_cfg["tolerance"])
-        timeout = float(self.reset_cfg["timeout_s"])
+        steps = max(1, int(np.ceil(self.reset_cfg.duration_s * self.rate_hz)))
+        tolerance = self.reset_cfg.tolerance
+        timeout = self.reset_cfg.timeout_s
         targets = [start + (self._home - start) * (k / steps) for k in range(1, steps + 1)]
         deadline = None
         self._next_tick = self._clock()
@@ -299,15 +298,15 @@ class RobotEnv(gym.Env):
             )
         self._await_enable()
         self.safety.send_hold()
-        mode = self.reset_cfg["mode"]
+        mode = self.reset_cfg.mode
         if mode in ("topic", "service"):  # the robot's own reset routine
             self.driver.request_reset(self.reset_cfg)
         elif mode == "operator":
             input("roborl: reset the robot, then press Enter ")
         elif mode == "home":
             self._move_home()
-        time.sleep(float(self.reset_cfg["wait_s"]))
-        obs = self._fresh_obs(time.monotonic(), float(self.cfg["connect_timeout_s"]))
+        time.sleep(self.reset_cfg.wait_s)
+        obs = self._fresh_obs(time.monotonic(), self.cfg.connect_timeout_s)
         self.episode.start()
         self._steps = 0
         self._next_tick = self._clock()
@@ -404,7 +403,7 @@ class RobotEnv(gym.Env):
 
 
 def make_robot_env(
-    cfg: Mapping[str, Any], driver: Robot | None = None, *, robot: Robot | None = None
+    cfg: RobotConfig | Mapping[str, Any], driver: Robot | None = None, *, robot: Robot | None = None
 ) -> gym.Env:
     """The env of `train robot=NAME` (`RobotKind`). Every stop signal (Ctrl-C, SIGTERM,
     SIGHUP, SIGQUIT) requests the e-stop first (the hold follows on the supervisor's thread,

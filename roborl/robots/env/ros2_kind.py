@@ -1,5 +1,6 @@
 """The ROS 2 robot kind (`robot=ros2` and its presets): opening a `Ros2Driver` as a ROS 2 node
-whose parameters (defaults: the robot config) decide the config the safety layer uses.
+whose parameters (derived from the typed robot config) decide the config the safety layer
+uses.
 """
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from roborl.robots.config import robot_config_dict
+from roborl.robots.config import RobotConfig, parse_robot_config
 from roborl.robots.env.driver_params import apply_parameters, robot_parameters
 from roborl.robots.transport.common import Param, make_transport
 
@@ -17,63 +18,66 @@ if TYPE_CHECKING:
 
 def open_ros2(
     cls: type[Ros2Driver],
-    cfg: Mapping[str, Any],
+    cfg: RobotConfig | Mapping[str, Any],
     node_name: str | None = None,
     *,
     namespace: str | None = None,
     ros_args: Sequence[str] | None = None,
     lifecycle: Mapping[str, Callable[[], bool]] | None = None,
     extra_params: Mapping[str, Param] | None = None,
-) -> tuple[Ros2Driver, dict[str, Any]]:
+) -> tuple[Ros2Driver, RobotConfig]:
     """Start the node, declare the robot config as ROS parameters and build the driver
     from the values in force. Returns the driver (not yet connected) and the resolved
-    config (what the safety layer and the env must use), plus `extra_params`' values
-    under their own names in the config's top level.
+    config (what the safety layer and the env must use), with `extra_params`' values in
+    force in its `node_params`.
 
     `ros_args` default to the config's `ros_args` list, with `params_file` appended as
     `--params-file` (how `train robot=...` takes them)."""
+    config = parse_robot_config(cfg)  # validated once, before any ROS traffic
     if ros_args is None:
-        ros_args = [str(a) for a in cfg.get("ros_args") or []]
-        if cfg.get("params_file"):
-            ros_args += ["--params-file", str(cfg["params_file"])]
-    name = node_name or cfg.get("node_name") or "roborl_driver"
-    checked = cls(cfg)  # the config's own checks first, before any ROS traffic
+        ros_args = [str(a) for a in config.ros_args]
+        if config.params_file:
+            ros_args += ["--params-file", str(config.params_file)]
+    name = node_name or config.node_name or "roborl_driver"
+    checked = cls(config)  # the driver's own checks (QoS, cameras) first
     from roborl.robots.transport.common import rclpy_available
     from roborl.robots.transport.security import apply_security
 
-    kind = cfg.get("transport", "auto")
+    kind = config.transport
     kind = ("rclpy" if rclpy_available() else "dds") if kind == "auto" else kind
     ros_args = [*ros_args, *apply_security(checked.security, kind)]
     transport = make_transport(
-        cfg.get("transport", "auto"),
+        config.transport,
         name,
-        namespace=namespace if namespace is not None else str(cfg.get("namespace") or ""),
+        namespace=namespace if namespace is not None else config.namespace,
         ros_args=ros_args,
         lifecycle=lifecycle,
     )
     try:
-        params = {**robot_parameters(cfg), **dict(extra_params or {})}
-        resolved = apply_parameters(cfg, transport.declare_parameters(params))
-        extras = {k: resolved.pop(k) for k in dict(extra_params or {}) if k in resolved}
+        extra = dict(extra_params or {})
+        values = transport.declare_parameters({**robot_parameters(config), **extra})
         # ROS parameters are checked like the config they override (-p safety.max_delta:=-1).
-        resolved = robot_config_dict(resolved)
-        driver = cls({**resolved, "node_name": name}, transport=transport)
-        resolved.update(extras)
+        resolved = apply_parameters(config, {k: v for k, v in values.items() if k not in extra})
+        driver = cls(resolved, transport=transport, node_name=name)
+        resolved.node_params = {k: v for k, v in values.items() if k in extra}
     except BaseException:
         transport.close()
         raise
     return driver, resolved
 
 
-def ros2_lifecycle(cfg: Mapping[str, Any]) -> bool:
+def ros2_lifecycle(cfg: RobotConfig | Mapping[str, Any]) -> bool:
     """Deploy is a managed lifecycle node over rclpy (not over plain DDS, which has none)."""
     from roborl.robots.transport.common import rclpy_available
 
-    kind = cfg.get("transport", "auto")
+    # Asked of the composed section before `open` validates it: only its transport is read.
+    kind = cfg.transport if isinstance(cfg, RobotConfig) else cfg.get("transport", "auto")
     return kind == "rclpy" or (kind == "auto" and rclpy_available())
 
 
-def open_driver(cfg: Mapping[str, Any], node_name: str | None = None, **ros: Any) -> Any:
+def open_driver(
+    cfg: RobotConfig | Mapping[str, Any], node_name: str | None = None, **ros: Any
+) -> tuple[Ros2Driver, RobotConfig]:
     """`RobotKind.open` for ROS 2 robots."""
     from roborl.robots.env.driver import Ros2Driver
 

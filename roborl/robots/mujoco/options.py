@@ -65,7 +65,10 @@ class MujocoOptions:
     faults: MujocoFaults = field(default_factory=MujocoFaults)
 
     @classmethod
-    def parse(cls, raw: Mapping[str, Any] | None) -> MujocoOptions:
+    def parse(cls, raw: MujocoOptions | Mapping[str, Any] | None) -> MujocoOptions:
+        """Validate `robot.options` (kept as a mapping by the generic robot config) once."""
+        if isinstance(raw, MujocoOptions):
+            return raw
         values = dict(raw or {})
         faults = values.get("faults")
         if faults is not None and not isinstance(faults, Mapping | MujocoFaults):

@@ -21,6 +21,7 @@ from typing import IO, Any
 import numpy as np
 
 from roborl.core.errors import ConfigError, RobotError
+from roborl.robots.config import ResetConfig, RobotConfig, parse_robot_config
 from roborl.robots.local import LocalRobot
 from roborl.robots.mujoco.options import MujocoOptions
 from roborl.robots.mujoco.sim import Sim, make_sim
@@ -29,9 +30,10 @@ from roborl.robots.mujoco.sim import Sim, make_sim
 class MujocoRobot(LocalRobot):
     """See module docstring; `cfg` is the `robot` config (`robot=mujoco`)."""
 
-    def __init__(self, cfg: Mapping[str, Any], sim: Sim | None = None) -> None:
-        super().__init__(cfg)
-        self.opts = MujocoOptions.parse(self._cfg_options(cfg))
+    def __init__(self, cfg: RobotConfig | Mapping[str, Any], sim: Sim | None = None) -> None:
+        config = parse_robot_config(cfg)
+        super().__init__(config)
+        self.opts = MujocoOptions.parse(config.options)
         self.sim = sim or make_sim(self.opts)
         missing = [j for j in self.joints if j not in self.sim.names]
         if missing:
@@ -57,11 +59,6 @@ class MujocoRobot(LocalRobot):
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._record: IO[str] | None = None
-
-    @staticmethod
-    def _cfg_options(cfg: Mapping[str, Any]) -> Any:
-        options = cfg.get("options")
-        return options if isinstance(options, Mapping | MujocoOptions) else {}
 
     # -- the physics thread --------------------------------------------------------------------
     def _measure(self) -> None:
@@ -141,11 +138,11 @@ class MujocoRobot(LocalRobot):
         if self._thread is not None:
             super().stop(hold)
 
-    def request_reset(self, reset: Mapping[str, Any]) -> None:
+    def request_reset(self, reset: ResetConfig) -> None:
         """Modes `topic` and `service` both mean "the robot resets itself": the simulation
         restarts its episode, and this returns once the new episode's first state is in."""
         done = threading.Event()
         with self._lock:
             self._resets.append(done)
-        if not done.wait(float(reset["timeout_s"])):  # the typed config always has it
+        if not done.wait(reset.timeout_s):
             raise RobotError(f"{self.endpoint} did not reset (is its physics thread running?).")

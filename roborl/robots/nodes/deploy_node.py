@@ -40,7 +40,7 @@ class DeployNode(ControlLoop):
         algo=NAME source is only checked here and built at `_setup`, on the robot's spaces."""
         from roborl.core.plugins import get_host
         from roborl.core.policy_source import PolicySource, load_policy
-        from roborl.robots.robot import robot_kind
+        from roborl.robots.robot import resolved_config, robot_kind
         from roborl.robots.transport.common import Param
 
         self.opts = opts
@@ -75,7 +75,7 @@ class DeployNode(ControlLoop):
             "cleanup": self._on_cleanup,
             "shutdown": self._on_shutdown,
         }
-        self.driver, self.cfg = kind.open(
+        self.driver, resolved = kind.open(
             robot_cfg,
             opts.node_name,
             namespace=opts.namespace,
@@ -88,6 +88,8 @@ class DeployNode(ControlLoop):
         )
         self.transport = self.driver.transport  # None for a robot without ROS
         try:
+            #: The typed robot config in force (`RobotKind.open` resolved its parameters).
+            self.cfg = resolved_config(resolved, ("autostart", "on_watchdog"))
             self._setup(host)
         except BaseException:
             self.teardown()
@@ -100,23 +102,18 @@ class DeployNode(ControlLoop):
         from roborl.core.policy_source import load_policy
         from roborl.robots.env.robot_env import robot_observation_space
 
-        self.autostart = bool(self.cfg.pop("autostart"))
-        self.on_watchdog = self.cfg.pop("on_watchdog")
+        self.autostart = bool(self.cfg.node_params["autostart"])
+        self.on_watchdog = self.cfg.node_params["on_watchdog"]
         if self.on_watchdog not in ("exit", "hold"):
             raise ConfigError(f"on_watchdog={self.on_watchdog!r}: accepted are exit, hold.")
         d = self.driver
-        self.rate_hz = float(self.cfg["rate_hz"])
-        if self.rate_hz <= 0:
-            raise ConfigError(f"rate_hz={self.rate_hz} must be > 0.")
+        self.rate_hz = self.cfg.rate_hz  # > 0: checked by RobotConfig
         self.period = 1.0 / self.rate_hz
         obs_space = robot_observation_space(d)
         if self.loaded is None:  # algo=NAME: acts in the robot's safety box
-            safety = dict(self.cfg.get("safety") or {})
-            n = len(d.command_joints)
+            low, high = self.cfg.limits
             act_space = gym.spaces.Box(
-                np.asarray(safety.get("low", [-1.0] * n), np.float32),
-                np.asarray(safety.get("high", [1.0] * n), np.float32),
-                dtype=np.float32,
+                np.asarray(low, np.float32), np.asarray(high, np.float32), dtype=np.float32
             )
             self.loaded = load_policy(self.source, host, spaces=(obs_space, act_space))
         self.policy = self.loaded.policy
@@ -153,7 +150,7 @@ class DeployNode(ControlLoop):
                         activate=None if self.managed else self._activate_unmanaged,
                     )
                 else:
-                    self.env._fresh_obs(time.monotonic(), float(self.cfg["connect_timeout_s"]))
+                    self.env._fresh_obs(time.monotonic(), self.cfg.connect_timeout_s)
                 self._warm_up()
         except BaseException as exc:
             self.configure_error = exc

@@ -14,11 +14,13 @@ them.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from roborl.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from roborl.robots.config import SecurityConfig
 
 AUTH_PLUGIN = b"DDS:Auth:PKI-DH"
 
@@ -48,13 +50,13 @@ def dds_has_security(library: Path | None = None) -> bool:
         return AUTH_PLUGIN in fh.read()
 
 
-def apply_security(security: Mapping[str, Any], transport: str) -> list[str]:
+def apply_security(security: SecurityConfig, transport: str) -> list[str]:
     """Check `robot.security` before a node starts; return the extra ROS arguments (the
     enclave) and set the SROS2 environment. Refuses (ConfigError) when security is required
     and cannot be had."""
-    if not security.get("require"):
+    if not security.require:
         return []
-    keystore, enclave = security.get("keystore"), security.get("enclave")
+    keystore, enclave = security.keystore, security.enclave
     if transport == "dds":
         raise ConfigError(
             "robot.security.require=true, but transport=dds (roborl's raw Cyclone DDS) has no "

@@ -15,6 +15,7 @@ import numpy as np
 from roborl.core.config import rng
 from roborl.core.errors import ConfigError
 from roborl.core.spaces import space_from_dict
+from roborl.robots.config import RobotConfig
 from roborl.robots.training.actor_learner import keys as keyring
 
 
@@ -57,7 +58,9 @@ class ActorLearnerConfig:
         return int(self.max_message_mb * 2**20)
 
 
-def learner_spaces(robot_cfg: Mapping[str, Any], cfg: ActorLearnerConfig) -> tuple[Any, Any]:
+def learner_spaces(
+    robot_cfg: RobotConfig | Mapping[str, Any], cfg: ActorLearnerConfig
+) -> tuple[Any, Any]:
     """(observation space, action space) from the learner's own config, never from a peer.
 
     For a robot config (`robot=ros2`, `robot=mujoco`) they follow from it as the actor's
@@ -74,28 +77,21 @@ def learner_spaces(robot_cfg: Mapping[str, Any], cfg: ActorLearnerConfig) -> tup
                 f"SPACE}} with SPACE like {{type: Box, low: -1, high: 1, shape: [2], dtype: "
                 f"float32}} ({exc})."
             ) from exc
-    from roborl.robots.config import robot_config_dict
+    from roborl.robots.config import parse_robot_config
     from roborl.robots.env.robot_env import robot_observation_space
     from roborl.robots.robot import ConfigLayout
 
     try:  # the built-in robots' config (ros2, mujoco) and any plugin's that extends it
-        robot_cfg = robot_config_dict(robot_cfg)  # the defaults the actor's RobotEnv uses
+        robot = parse_robot_config(robot_cfg)  # the defaults the actor's RobotEnv uses
     except ConfigError as exc:
+        name = robot_cfg.name if isinstance(robot_cfg, RobotConfig) else robot_cfg.get("name")
         raise ConfigError(
-            f"collector=actor_learner with robot.name={robot_cfg.get('name')!r}: the learner "
+            f"collector=actor_learner with robot.name={name!r}: the learner "
             "takes its spaces from the robot config, which does not describe them here. Set actor_learner.spaces={observation: ..., action: ...} (as a checkpoint's "
             f"spaces: {{type: Box, low, high, shape, dtype}}). ({exc})"
         ) from exc
-    driver = ConfigLayout.of(robot_cfg)  # the config's layout: no node, no connection
-    n_cmd = len(driver.command_joints)
-    safety = dict(robot_cfg.get("safety") or {})
-    low = np.asarray(safety.get("low") or [-1.0] * n_cmd, np.float32)
-    high = np.asarray(safety.get("high") or [1.0] * n_cmd, np.float32)
-    if low.shape != (n_cmd,) or high.shape != (n_cmd,):
-        raise ConfigError(
-            f"robot.safety.low/high have {low.size}/{high.size} entries for {n_cmd} commanded "
-            f"joints {driver.command_joints}."
-        )
+    driver = ConfigLayout.of(robot)  # the config's layout: no node, no connection
+    low, high = (np.asarray(v, np.float32) for v in robot.limits)  # one per commanded joint
     return robot_observation_space(driver), gym.spaces.Box(low, high, dtype=np.float32)
 
 
