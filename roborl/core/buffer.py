@@ -12,7 +12,8 @@ stored once (`buffer_dict_obs.py`). Checkpoints of the buffer: `buffer_state.py`
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -22,6 +23,9 @@ from roborl.core.buffer_dict_obs import SharedFrames
 from roborl.core.buffer_state import BufferState
 from roborl.core.interfaces import Batch
 from roborl.core.obs import check_obs_space, index_obs
+
+if TYPE_CHECKING:
+    from roborl.core.config import OffPolicyConfig
 
 ExtraSpec = Mapping[str, "tuple[tuple[int, ...], Any]"]
 """Extra per-transition fields: name -> (shape, dtype), dtype a numpy or torch dtype."""
@@ -41,6 +45,26 @@ _NUMPY_DTYPES = frozenset(
     {torch.float32, torch.float64, torch.float16, torch.uint8, torch.int64, torch.int32, torch.bool}
 )
 """Storage dtypes that `Tensor.numpy()` views (bfloat16, for one, has no NumPy twin)."""
+
+
+@dataclass(frozen=True)
+class Returns:
+    """The bootstrapped return a replay sampler forms: up to `n_step` rewards discounted by
+    `gamma`, and `Batch.discount` = gamma**m for the m <= n_step steps used.
+
+    One home for the discount: `gamma` and `n_step` are the algorithm's settings (`algo.gamma`,
+    `algo.n_step`, fields of `roborl.core.config.OffPolicyConfig`), read once, by `Returns.of`,
+    when the off-policy loop starts. Every batch the loop samples carries `Batch.discount`,
+    and replay-based updates (SAC, DSAC-T, DrQ/RLPD, SAC-Lagrangian) bootstrap with it and
+    never read `algo.gamma` themselves (`Batch.require_discount`)."""
+
+    gamma: float
+    n_step: int = 1
+
+    @classmethod
+    def of(cls, config: OffPolicyConfig) -> Returns:
+        """The one accessor: `algo.gamma` and `algo.n_step` of a replay-based algorithm."""
+        return cls(gamma=config.gamma, n_step=config.n_step)
 
 
 class ReplayBuffer(SharedFrames, BufferState):
@@ -300,12 +324,14 @@ class ReplayBuffer(SharedFrames, BufferState):
         where next_obs of one step differs from obs of the same env's next step; for Dict
         observations, where the next obs is not linked to that slot) and at the newest data.
         All n steps are gathered as one [B, n] index tensor, no Python loop over samples.
-        `Batch.discount` carries gamma^m, which SAC and DSAC-T use in their targets.
+        `Batch.discount` carries gamma^m (gamma for every row when n_step is 1: the same
+        transitions as `sample`, with the discount set), which replay-based updates use in
+        their targets (`Returns`).
         """
         if n_step < 1:
             raise ValueError(f"n_step must be >= 1, got {n_step}")
         if n_step == 1:
-            return self.sample(batch_size, generator)
+            return with_discount(self.sample(batch_size, generator), gamma)
         if self.size == 0:
             raise RuntimeError("cannot sample from an empty replay buffer")
         start = torch.randint(0, self.size, (batch_size,), generator=generator)
@@ -349,3 +375,11 @@ class ReplayBuffer(SharedFrames, BufferState):
             discount=gamma ** m.to(torch.float32),
             extras={name: t[first] for name, t in self.extras.items()},
         )
+
+
+def with_discount(batch: Batch, gamma: float) -> Batch:
+    """`batch` with `discount` = gamma on every row (one-step transitions)."""
+    batch.discount = torch.full(
+        (len(batch),), gamma, dtype=torch.float32, device=batch.rewards.device
+    )
+    return batch

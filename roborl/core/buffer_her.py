@@ -42,7 +42,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from roborl.core.buffer import ExtraSpec, ReplayBuffer
+from roborl.core.buffer import ExtraSpec, ReplayBuffer, with_discount
 from roborl.core.errors import CheckpointError, ConfigError
 from roborl.core.goals import (
     ACHIEVED_GOAL,
@@ -277,7 +277,7 @@ class HerReplayBuffer(ReplayBuffer):
                 f"her= samples one-step transitions; algo.n_step={n_step} is not supported "
                 "with it (stable-baselines3's HER has no n-step either): set algo.n_step=1"
             )
-        return self.sample(batch_size, generator)
+        return with_discount(self.sample(batch_size, generator), gamma)
 
     # -- checkpoints --------------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from roborl.core.buffer import ReplayBuffer
+from roborl.core.buffer import ReplayBuffer, Returns
 from roborl.core.dataset_spaces import check_dataset_spaces
 from roborl.core.errors import DatasetError
 from roborl.core.interfaces import Batch
@@ -120,19 +120,20 @@ def sample_mixed(
     batch_size: int,
     fraction: float,
     generator: torch.Generator | None = None,
-    n_step: int = 1,
-    gamma: float = 0.99,
+    returns: Returns | None = None,
 ) -> Batch:
     """One batch: online rows first, then ``round(batch_size * fraction)`` demo rows, with
     ``extras["is_demo"]`` True on the demo rows (RLPD's symmetric sampling) and
-    ``Batch.demo_rows`` their count."""
+    ``Batch.demo_rows`` their count. With `returns` (the off-policy loop's, `Returns.of` the
+    algorithm's config) both parts are n-step samples with `Batch.discount` set; without,
+    plain one-step transitions and no discount."""
     n_demo = demo_rows(batch_size, fraction)
     parts: list[tuple[Batch, bool]] = []
     for buf, n, is_demo in ((online, batch_size - n_demo, False), (demos, n_demo, True)):
         if n == 0:
             continue
-        if n_step > 1:
-            parts.append((buf.sample_nstep(n, n_step, gamma, generator), is_demo))
+        if returns is not None:
+            parts.append((buf.sample_nstep(n, returns.n_step, returns.gamma, generator), is_demo))
         else:
             parts.append((buf.sample(n, generator), is_demo))
     batch = _concat(parts)

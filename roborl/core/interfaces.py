@@ -26,7 +26,12 @@ class Batch:
     """A minibatch of transitions as tensors on the training device.
 
     `terminated` is 1.0 only for true terminal states (not time-limit truncations), so
-    bootstrapping stays correct. `discount` carries gamma**n for n-step returns (None = gamma).
+    bootstrapping stays correct. `discount` is the factor on the bootstrapped value, gamma**m for
+    the m steps an n-step sample used (gamma for one-step rows); the off-policy loop's sampler
+    sets it on every batch from the algorithm's `gamma`/`n_step`, read once
+    (`roborl.core.buffer.Returns`), and replay-based updates take it from here, never from
+    their config (`require_discount`). Offline datasets and algorithms that run their own loop
+    (IQL, WSRL) leave it None and discount with their own `gamma`.
     With Dict observations `obs`/`next_obs` are dicts of tensors (image entries stay uint8,
     the algorithm scales and augments them). `extras` holds per-transition fields the buffer
     was told to keep (e.g. "intervened", "is_demo").
@@ -47,6 +52,17 @@ class Batch:
 
     def __len__(self) -> int:
         return int(self.rewards.shape[0])
+
+    def require_discount(self, algo: str) -> torch.Tensor:
+        """`discount`, or an error naming `algo`: an update that bootstraps with the batch's
+        discount has no second copy of gamma to fall back on."""
+        if self.discount is None:
+            raise ValueError(
+                f"algo={algo} bootstraps with Batch.discount (gamma**n, set by the off-policy "
+                "loop's sampler: ReplayBuffer.sample_nstep, roborl.core.demos.sample_mixed "
+                "with returns=), but this batch has none; set discount= when building it."
+            )
+        return self.discount
 
 
 class Policy(abc.ABC):

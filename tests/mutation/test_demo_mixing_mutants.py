@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from roborl.core.buffer import ReplayBuffer
+from roborl.core.buffer import ReplayBuffer, Returns
 from roborl.core.datasets import OfflineDataset
 from roborl.core.demos import (
     EXTRAS,
@@ -53,10 +53,11 @@ def test_the_default_is_one_step_sampling_without_a_discount_column() -> None:
     assert b.demo_rows == 4 and len(b) == 8
 
 
-def test_n_step_sampling_from_two_steps_with_the_default_gamma() -> None:
+def test_n_step_sampling_from_two_steps_with_the_given_gamma() -> None:
     b = sample_mixed(
-        filled(40, 0.0), filled(20, 1.0), 8, 0.5, torch.Generator().manual_seed(0), n_step=2
-    )
+        filled(40, 0.0), filled(20, 1.0), 8, 0.5, torch.Generator().manual_seed(0),
+        Returns(gamma=0.99, n_step=2),
+    )  # fmt: skip
     assert b.discount is not None
     # no terminals: a row uses both steps (discount 0.99^2, demo reward 1 + 0.99) unless it
     # starts at the newest transition (one step: 0.99, reward 1)
@@ -80,7 +81,9 @@ def test_the_seeded_generator_alone_decides_both_parts() -> None:
     for global_seed, n_step in ((1, 1), (2, 1), (1, 3), (2, 3)):
         torch.manual_seed(global_seed)  # must not matter: the generator is passed through
         batches.append(
-            sample_mixed(online, demos, 16, 0.5, torch.Generator().manual_seed(7), n_step=n_step)
+            sample_mixed(
+                online, demos, 16, 0.5, torch.Generator().manual_seed(7), Returns(0.9, n_step)
+            )
         )
     for a, b in (batches[:2], batches[2:]):
         assert torch.equal(a.obs, b.obs) and torch.equal(a.actions, b.actions)

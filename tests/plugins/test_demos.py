@@ -13,7 +13,7 @@ import torch
 from cli_runner import roborl
 
 import roborl.core.loops.offpolicy as offpolicy
-from roborl.core.buffer import ReplayBuffer
+from roborl.core.buffer import ReplayBuffer, Returns
 from roborl.core.checkpoint import load_checkpoint
 from roborl.core.demos import EXTRAS, add_interventions, load_demo_buffer, sample_mixed
 from roborl.core.errors import DatasetError
@@ -56,14 +56,15 @@ def test_demo_rows_are_exactly_round_batch_times_fraction(batch, fraction, n_ste
     each row came from; `is_demo` must mark exactly those, round(batch*fraction) of them."""
     online, demos = _filled(300, 0.0, 0), _filled(50, 1.0, 1)
     gen = torch.Generator().manual_seed(0)
-    b = sample_mixed(online, demos, batch, fraction, gen, n_step=n_step, gamma=0.9)
+    b = sample_mixed(online, demos, batch, fraction, gen, Returns(gamma=0.9, n_step=n_step))
     assert len(b) == batch
     assert b.obs["image"].dtype == torch.uint8 and b.obs["image"].shape == (batch, 8, 8, 3)
     from_demo = b.rewards > 0
     assert int(b.extras["is_demo"].sum()) == round(batch * fraction)
     assert torch.equal(b.extras["is_demo"], from_demo)
-    if n_step > 1:
-        assert b.discount is not None and len(b.discount) == batch
+    assert b.discount is not None and len(b.discount) == batch  # n_step 1 too: gamma
+    if n_step == 1:
+        assert torch.equal(b.discount, torch.full((batch,), 0.9))
 
 
 class _Takeover(gym.Wrapper):

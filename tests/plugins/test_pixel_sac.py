@@ -40,7 +40,7 @@ def make(cls=DrQ, stack: int = 0, **cfg) -> DrQ:
     return cls(space(stack), ACT, config)
 
 
-def batch(n: int = 16, stack: int = 0, seed: int = 0, **extras) -> Batch:
+def batch(n: int = 16, stack: int = 0, seed: int = 0, gamma: float = 0.99, **extras) -> Batch:
     g = torch.Generator().manual_seed(seed)
     shape = (n, stack, H, H, 3) if stack else (n, H, H, 3)
 
@@ -56,6 +56,7 @@ def batch(n: int = 16, stack: int = 0, seed: int = 0, **extras) -> Batch:
         rewards=torch.rand(n, generator=g),
         next_obs=obs(),
         terminated=torch.zeros(n),
+        discount=torch.full((n,), gamma),  # the loop's sampler sets it from algo.gamma
         extras=dict(extras),
     )
 
@@ -140,7 +141,7 @@ def test_update_moves_the_encoder_only_through_the_critic_step() -> None:
 
 def test_critic_loss_goes_down_on_a_fixed_batch() -> None:
     algo = make(gamma=0.5)
-    b = batch(seed=4)
+    b = batch(seed=4, gamma=0.5)
 
     def td() -> float:
         with torch.no_grad():
@@ -288,7 +289,7 @@ def test_a_state_only_dict_learns_without_an_encoder_issue_48s_state_gate() -> N
     fixed = Batch(
         obs={"state": torch.rand(16, 3, generator=g)}, actions=torch.rand(16, 2, generator=g),
         rewards=torch.rand(16, generator=g), next_obs={"state": torch.rand(16, 3, generator=g)},
-        terminated=torch.ones(16),
+        terminated=torch.ones(16), discount=torch.full((16,), 0.99),
     )  # fmt: skip
     first = float(algo.update(fixed)["critic_loss"])
     for _ in range(100):

@@ -210,6 +210,7 @@ def test_pixel_sac_update_equals_the_equations(preset: str, kw: dict, demos: boo
     gen = torch.Generator().manual_seed(1)
     for step in range(3):
         batch = random_batch(gen, demos)
+        batch.discount = torch.full((B,), algo.config.gamma)  # as the loop's sampler sets it
         rec = algo.shift = ShiftRecorder(algo.shift)
         torch.manual_seed(100 + step)
         got = algo.update(batch)

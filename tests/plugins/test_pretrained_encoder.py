@@ -37,6 +37,7 @@ def test_classifier_conv_is_loaded_frozen_and_the_trunk_still_learns(trained) ->
     gen = torch.Generator().manual_seed(0)
     obs = {"image": torch.randint(0, 255, (8, 64, 64, 3), generator=gen, dtype=torch.uint8)}
     batch = Batch(obs, torch.rand(8, 2) * 2 - 1, torch.rand(8), obs, torch.zeros(8))
+    batch.discount = torch.full((8,), 0.99)  # as the loop's sampler sets it
     for _ in range(3):
         algo.update(batch)
     assert all(torch.equal(a, b) for a, b in zip(before_conv, conv.parameters()))

@@ -143,6 +143,7 @@ def random_batch(gen: torch.Generator) -> Batch:
         rewards=torch.randn(B, generator=gen),
         next_obs=torch.randn(B, OBS, generator=gen),
         terminated=(torch.rand(B, generator=gen) < 0.25).float(),
+        discount=torch.full((B,), GAMMA),  # what the loop's sampler sets from algo.gamma
     )
 
 

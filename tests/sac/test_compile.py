@@ -27,7 +27,7 @@ def _batch(seed: int = 0):
         rng.normal(size=(n, 5)), rng.uniform(-2, 2, (n, 2)), rng.normal(size=n),
         rng.normal(size=(n, 5)), (rng.uniform(size=n) < 0.1).astype(np.float32),
     )  # fmt: skip
-    return buf.sample(32, torch.Generator().manual_seed(seed))
+    return buf.sample_nstep(32, 1, 0.99, torch.Generator().manual_seed(seed))  # with discount
 
 
 def _updates(algo, steps: int = 3) -> list[dict[str, float]]:

@@ -154,6 +154,7 @@ def test_dsac_t_update_equals_the_equations(activation: str) -> None:
     gen = torch.Generator().manual_seed(1)
     for step in range(4):
         batch = random_batch(gen)
+        batch.discount = torch.full((B,), algo.config.gamma)  # as the loop's sampler sets it
         torch.manual_seed(100 + step)
         noise, q_noise = torch.randn(2 * B, ACT), torch.randn(2, B)  # the update's draws
         torch.manual_seed(100 + step)

@@ -46,7 +46,7 @@ def ref_sac(algo: Any, batch: Batch) -> dict[str, torch.Tensor]:
     cfg = algo.config
     obs, next_obs = batch.obs.flatten(1), batch.next_obs.flatten(1)
     actions = algo.scaler.to_unit(batch.actions)
-    discount = algo._gamma if batch.discount is None else batch.discount
+    discount = batch.discount
     noise = torch.randn(2 * obs.shape[0], algo.act_dim, device=algo.device)
     args = (obs, actions, batch.rewards, next_obs, batch.terminated, discount, noise)
     if algo.fast_path:
@@ -68,7 +68,7 @@ def ref_dsac_t(algo: Any, batch: Batch) -> dict[str, torch.Tensor]:
     cfg = algo.config
     obs, next_obs = batch.obs.flatten(1), batch.next_obs.flatten(1)
     actions = algo.scaler.to_unit(batch.actions)
-    discount = algo._gamma if batch.discount is None else batch.discount
+    discount = batch.discount
     algo.updates += 1
     with_actor = algo.updates % cfg.delay_update == 0
     b = obs.shape[0]
@@ -144,10 +144,7 @@ def ref_pixel(algo: Any, batch: Batch) -> dict[str, torch.Tensor]:
     next_obs = to_torch(batch.next_obs, algo.device)
     images, next_images = algo.augment(obs, next_obs)
     actions = algo.scaler.to_unit(batch.actions.to(algo.device))
-    discount = cfg.gamma if batch.discount is None else batch.discount
-    ndd = discount * (1.0 - batch.terminated)
-    if torch.is_tensor(ndd) and ndd.dim() == 0:
-        ndd = ndd.expand(len(batch))
+    ndd = batch.discount * (1.0 - batch.terminated)
 
     def rows(x: Any, idx: torch.Tensor) -> Any:
         if isinstance(x, Mapping):
@@ -244,6 +241,7 @@ def make_batch(seed: int, pixels: bool, demos: str = "none") -> Batch:
         rewards=torch.randn(B, generator=g),
         next_obs=obs(),
         terminated=(torch.rand(B, generator=g) < 0.2).double(),
+        discount=torch.full((B,), 0.96 if pixels else 0.99),  # the presets' algo.gamma
     )
     if demos == "last":
         batch.extras["is_demo"] = torch.arange(B) >= B // 2

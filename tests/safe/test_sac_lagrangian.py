@@ -24,6 +24,7 @@ def _batch(cost: float, n: int = 64) -> Batch:
         next_obs=torch.randn(n, 3, generator=g),
         terminated=torch.zeros(n),
         costs=torch.full((n,), cost),
+        discount=torch.full((n,), 0.99),
     )
 
 

@@ -148,6 +148,7 @@ def test_sac_lagrangian_update_equals_the_equations(
     lams = [lambda_init]
     for step in range(4):
         batch = random_batch(gen)
+        batch.discount = torch.full((B,), algo.config.gamma)  # as the loop's sampler sets it
         torch.manual_seed(100 + step)
         eps = torch.randn(2 * B, ACT)  # the update's noise: obs rows, then next_obs rows
         torch.manual_seed(100 + step)

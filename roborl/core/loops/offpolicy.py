@@ -3,7 +3,9 @@
 `learning_starts` env steps of uniform random actions, then `utd_ratio` updates per env step
 for every step after them (stable-baselines3's `num_timesteps > learning_starts`, so
 `total_steps=learning_starts` collects and never updates), n-step returns when the config
-asks for them, as in SAC's and stable-baselines3's `OffPolicyAlgorithm`. Where the
+asks for them, as in SAC's and stable-baselines3's `OffPolicyAlgorithm`. `algo.gamma` and
+`algo.n_step` are read once (`roborl.core.buffer.Returns.of`) and every batch carries
+`Batch.discount`, which the update bootstraps with. Where the
 transitions come from is the collector's business (`collector=vector|ray|<plugin>`), so this
 loop exists once.
 
@@ -23,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import torch
 
-from roborl.core.buffer import ReplayBuffer
+from roborl.core.buffer import ReplayBuffer, Returns
 from roborl.core.config import OffPolicyConfig
 from roborl.core.demos import EXTRAS, add_interventions, load_demo_buffer, sample_mixed
 from roborl.core.errors import ConfigError
@@ -76,7 +78,7 @@ def offpolicy_loop(ctx: TrainContext) -> Algorithm:
         # Room for intervened transitions beside the demos (untouched pages cost no memory).
         demos = load_demo_buffer(ctx, algo.observation_space, algo.action_space, buffer.capacity)
         fraction = run.demo_fraction
-        batch_size, n_step, gamma = cfg.batch_size, cfg.n_step, cfg.gamma
+        batch_size, returns = cfg.batch_size, Returns.of(cfg)  # algo.gamma/n_step read once
         ctx.attach(algo, buffer, demos)
         ctx.resume(algo, buffer)
         ctx.begin("steps")
@@ -108,12 +110,12 @@ def offpolicy_loop(ctx: TrainContext) -> Algorithm:
                 while debt >= 1.0:
                     if demos is not None:
                         batch = sample_mixed(
-                            buffer, demos, batch_size, fraction, ctx.torch_gen, n_step, gamma
+                            buffer, demos, batch_size, fraction, ctx.torch_gen, returns
                         )
-                    elif n_step > 1:
-                        batch = buffer.sample_nstep(batch_size, n_step, gamma, ctx.torch_gen)
-                    else:
-                        batch = buffer.sample(batch_size, ctx.torch_gen)
+                    else:  # n_step 1 included: one-step transitions, discount gamma
+                        batch = buffer.sample_nstep(
+                            batch_size, returns.n_step, returns.gamma, ctx.torch_gen
+                        )
                     for k, v in algo.update(batch).items():
                         sums[k] = sums[k] + (v.detach() if torch.is_tensor(v) else v)
                     done += 1

@@ -342,7 +342,7 @@ class IQL(Algorithm):
         obs, next_obs = self._norm(batch.obs), self._norm(batch.next_obs)
         actions = self.scaler.to_unit(batch.actions)
         rewards = batch.rewards * self.reward_scale
-        discount = cfg.gamma if batch.discount is None else batch.discount
+        discount = cfg.gamma  # one-step offline batches: algo.gamma is the only discount
         sa = torch.cat([obs, actions], -1)
 
         with torch.no_grad():

@@ -347,7 +347,8 @@ class DrQ(Algorithm):
             raise TypeError(f"algo={self.name} expects Dict batches, got {type(batch.obs)}")
         inputs = (
             to_torch(batch.obs, self.device), to_torch(batch.next_obs, self.device),
-            batch.actions.to(self.device), batch.rewards, batch.terminated, batch.discount,
+            batch.actions.to(self.device), batch.rewards, batch.terminated,
+            batch.require_discount(self.name),
             batch.extras.get("is_demo"),
         )  # fmt: skip
         layout = self._demo_layout(batch)
@@ -373,7 +374,7 @@ class DrQ(Algorithm):
         env_actions: torch.Tensor,
         rewards: torch.Tensor,
         terminated: torch.Tensor,
-        discount: torch.Tensor | None,
+        discount: torch.Tensor,
         is_demo: torch.Tensor | None,
     ) -> dict[str, torch.Tensor]:
         """Augmentation, every critic step, the actor and temperature steps and the Polyak
@@ -381,9 +382,7 @@ class DrQ(Algorithm):
         cfg = self.config
         images, next_images = self.augment(obs, next_obs)
         actions = self.scaler.to_unit(env_actions)
-        ndd = (cfg.gamma if discount is None else discount) * (1.0 - terminated)
-        if torch.is_tensor(ndd) and ndd.dim() == 0:
-            ndd = ndd.expand(rewards.shape[0])
+        ndd = discount * (1.0 - terminated)
 
         def rows(x: Any, idx: torch.Tensor) -> Any:
             if isinstance(x, Mapping):

@@ -203,7 +203,6 @@ class DSACT(SoftActorCritic):
         self.optimizer = torch.optim.Adam(groups, **adam_kwargs(self.device, cfg.capture))
         self.sigma_bar = torch.full((2,), -1.0, device=self.device)  # < 0: not yet initialised
         self.updates = 0
-        self._gamma = torch.tensor(cfg.gamma, device=self.device)
         self._params = [*self.critic.parameters(), *self.actor.parameters()]
         self._target_params = [*self.critic_target.parameters(), *self.actor_target.parameters()]
         self._loss_call = CompiledCall(
@@ -304,7 +303,7 @@ class DSACT(SoftActorCritic):
         with_actor = self.updates % self.config.delay_update == 0
         return self._capture(
             with_actor, obs, batch.actions, batch.rewards, next_obs, batch.terminated,
-            batch.discount,
+            batch.require_discount(self.name),
         )  # fmt: skip
 
     def _update_step(
@@ -315,12 +314,11 @@ class DSACT(SoftActorCritic):
         rewards: torch.Tensor,
         next_obs: torch.Tensor,
         terminated: torch.Tensor,
-        discount: torch.Tensor | None,
+        discount: torch.Tensor,
     ) -> dict[str, torch.Tensor]:
         """Losses, gradients, the Adam step, sigma_bar and (with the actor) the Polyak update:
         tensor work only, so `CapturedUpdate` can record it."""
         actions = self.scaler.to_unit(env_actions)
-        discount = self._gamma if discount is None else discount
         b = obs.shape[0]
         noise = torch.randn(2 * b, self.act_dim, device=self.device)
         q_noise = torch.randn(2, b, device=self.device)

@@ -109,7 +109,6 @@ class SAC(SoftActorCritic):
         # per-parameter), but one fused step.
         self.optimizer = torch.optim.Adam(groups, **adam)
         self.updates = 0
-        self._gamma = torch.tensor(cfg.gamma, device=self.device)
         self._params = list(self.critic.parameters())
         self._target_params = list(self.critic_target.parameters())
         self._loss_call = CompiledCall(
@@ -182,8 +181,9 @@ class SAC(SoftActorCritic):
         CUDA graph; the Python counters move here."""
         cfg = self.config
         obs, next_obs = batch.obs.flatten(1), batch.next_obs.flatten(1)
+        discount = batch.require_discount(self.name)  # algo.gamma, set by the loop's sampler
         metrics = self._capture(
-            None, obs, batch.actions, batch.rewards, next_obs, batch.terminated, batch.discount
+            None, obs, batch.actions, batch.rewards, next_obs, batch.terminated, discount
         )
         self.updates += 1
         if cfg.target_update_every != 1 and self.updates % cfg.target_update_every == 0:
@@ -198,13 +198,12 @@ class SAC(SoftActorCritic):
         rewards: torch.Tensor,
         next_obs: torch.Tensor,
         terminated: torch.Tensor,
-        discount: torch.Tensor | None,
+        discount: torch.Tensor,
     ) -> dict[str, torch.Tensor]:
         """The update's tensor work: losses, gradients, the Adam step and (when it is every
         step) the Polyak update; nothing that reads back from the device or moves a Python
         counter, so `CapturedUpdate` can record it."""
         actions = self.scaler.to_unit(env_actions)
-        discount = self._gamma if discount is None else discount
         noise = torch.randn(2 * obs.shape[0], self.act_dim, device=self.device)
         args = (obs, actions, rewards, next_obs, terminated, discount, noise)
         if self.fast_path:

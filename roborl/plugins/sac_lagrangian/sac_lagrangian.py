@@ -145,6 +145,7 @@ class SACLagrangian(SoftActorCritic):
         alpha = self.log_alpha.exp().detach()
         lam = self.lagrange.detach().clamp(min=0.0)
         not_done = 1.0 - batch.terminated
+        discount = batch.require_discount(self.name)  # algo.gamma, set by the loop's sampler
 
         b = obs.shape[0]
         both_a, both_logp = self.actor.sample(torch.cat([obs, next_obs], 0))
@@ -153,7 +154,7 @@ class SACLagrangian(SoftActorCritic):
             next_a, next_logp = both_a[b:].detach(), both_logp[b:].detach()
             nsa = torch.cat([next_obs, next_a], -1)
             q_next = self.critic_target(nsa).squeeze(-1).min(0).values
-            y_r = batch.rewards + cfg.gamma * not_done * (q_next - alpha * next_logp)
+            y_r = batch.rewards + discount * not_done * (q_next - alpha * next_logp)
             y_c = batch.costs + cfg.cost_gamma * not_done * self.cost_critic_target(nsa)[0, :, 0]
 
         sa = torch.cat([obs, actions], -1)
