@@ -7,6 +7,7 @@ algorithms the same way, so these functions live on their own rather than inside
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -30,24 +31,44 @@ from roborl.core.saved_data import (
 from roborl.core.spaces import space_from_dict
 
 RUN_KEYS = {f for f in RunConfig.__dataclass_fields__}
-SECTION_KEYS = {
-    "algo",
-    "env",
-    "robot",
-    "logger",
-    "plugins",
-    "hydra",
-    "ray",
-    "actor_learner",
-    "scripted_person",
-}
+# Core's own top-level sections. A plugin's (`ray`, `actor_learner`, ...) are declared by the
+# plugin through the `roborl_config_sections` hook and read from the registry.
+CORE_SECTIONS = frozenset({"algo", "env", "robot", "logger", "plugins", "hydra"})
+SECTION_KEYS = CORE_SECTIONS  # the name before issue 49; plugin sections: `config_sections()`
 REMOVED_KEYS = {
     "max_episode_steps": "it was never read; set env.max_episode_steps to cap episode length",
 }
 
 
-def split_config(cfg: Mapping[str, Any]) -> tuple[RunConfig, dict[str, Any]]:
-    """Validate the run-level keys; returns (RunConfig, the whole config as a plain dict)."""
+@functools.cache
+def shipped_sections() -> frozenset[str]:
+    """Top-level sections roborl's root config.yaml ships defaults for. Such a section stays in
+    every composed config even when the plugin that reads it is disabled
+    (`ROBORL_DISABLE_PLUGINS=ray`); nothing reads it then, so it is accepted, not an error."""
+    import roborl
+
+    root = OmegaConf.load(Path(roborl.__file__).parent / "configs" / "config.yaml")
+    return frozenset(str(k) for k in root if k != "defaults") - RUN_KEYS
+
+
+def config_sections(host: PluginHost | None = None) -> set[str]:
+    """Every accepted top-level section: core's own, those that the host's plugins declare
+    (`roborl_config_sections`; default host: `get_host()`) and those roborl's root config
+    ships defaults for (`shipped_sections`)."""
+    if host is None:
+        from roborl.core.plugins import get_host
+
+        host = get_host()
+    return set(CORE_SECTIONS) | set(host.registry.config_sections) | shipped_sections()
+
+
+def split_config(
+    cfg: Mapping[str, Any], host: PluginHost | None = None
+) -> tuple[RunConfig, dict[str, Any]]:
+    """Validate the run-level keys; returns (RunConfig, the whole config as a plain dict).
+
+    A top-level key must be a run-level key or a section (`config_sections(host)`: core's own
+    or one a plugin declares); `host` defaults to the process-wide one (`get_host()`)."""
     if isinstance(cfg, DictConfig):
         cfg = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
     # A plain dict may still hold OmegaConf nodes (`{**dict_config, ...}`); they would reach
@@ -60,12 +81,16 @@ def split_config(cfg: Mapping[str, Any]) -> tuple[RunConfig, dict[str, Any]]:
         if key in cfg:
             raise ConfigError(f"top-level {key}= was removed: {why}.")
     run_values = {k: v for k, v in cfg.items() if k in RUN_KEYS}
-    unknown = set(cfg) - RUN_KEYS - SECTION_KEYS
+    unknown = set(cfg) - RUN_KEYS - config_sections(host)
     unknown.discard("run_dir")
     if unknown:
+        declared = sorted(config_sections(host) - CORE_SECTIONS - {"hydra"})
+        theirs = f"; plugins declare {', '.join(declared)}" if declared else ""
         raise ConfigError(
             f"unknown top-level config key(s): {', '.join(sorted(unknown))}. Run-level keys are "
-            f"{', '.join(sorted(RUN_KEYS))}; sections are algo, env, robot, logger, plugins."
+            f"{', '.join(sorted(RUN_KEYS))}; sections are algo, env, robot, logger, plugins"
+            f"{theirs}. A plugin declares its own section with the roborl_config_sections hook "
+            "(`roborl plugins` lists them)."
         )
     return build_config(RunConfig, run_values), cfg
 

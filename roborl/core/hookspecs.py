@@ -8,7 +8,7 @@ against these specs when the plugin is registered, so a typo is reported with th
 Version 2 (issue 18): a loop is ``loop(ctx: TrainContext)`` (it was ``loop(runner, ckpt)``),
 `Algorithm.loop` names it, and `roborl_collectors` was added. 2.1 (issue 20): `roborl_rewards`.
 2.2 (issue 36): `roborl_dataset_writers`. 2.3 (issue 50): `roborl_should_stop`.
-2.4 (issue 49): `roborl_training_wrappers`.
+2.4 (issue 49): `roborl_training_wrappers`. 2.5 (issue 49): `roborl_config_sections`.
 
 Versioning: the major number changes when a hook is removed or its arguments change; a plugin
 may declare ``ROBORL_HOOKSPEC_VERSION = "2"`` and is refused (with its name) on a mismatch.
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from roborl.core.loops.collectors import Collector
 
 PROJECT_NAME = "roborl"
-HOOKSPEC_VERSION = "2.4"
+HOOKSPEC_VERSION = "2.5"
 
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
@@ -110,6 +110,17 @@ def roborl_training_wrappers() -> Mapping[str, Callable[..., Any]]:
 
 
 @hookspec
+def roborl_config_sections() -> Mapping[str, str]:
+    """Top-level config sections the plugin reads, by name, each with a one-line description
+    of what it configures (e.g. ``{"ray": "Ray rollout workers for collector=ray"}``).
+
+    Why a hook: a run refuses a top-level key that is neither a run-level key nor a section,
+    so that a typo (``totl_steps=``) is caught; core names only its own sections (algo, env,
+    robot, logger, plugins, hydra), and a plugin's own section (``+myplugin.rate=3``, or one
+    from its `roborl_config_dirs`) is accepted once the plugin declares it here."""
+
+
+@hookspec
 def roborl_cli_commands() -> Mapping[str, Callable[[list[str]], int]]:
     """Extra `roborl <command>` subcommands: ``fn(argv) -> exit code``."""
 
@@ -165,4 +176,5 @@ PROVIDER_HOOKS = {
     "roborl_collectors": "collectors",
     "roborl_rewards": "rewards",
     "roborl_training_wrappers": "training_wrappers",
+    "roborl_config_sections": "config_sections",
 }

@@ -54,6 +54,8 @@ class Registry:
     collectors: dict[str, Any] = field(default_factory=dict)
     rewards: dict[str, Any] = field(default_factory=dict)
     training_wrappers: dict[str, Any] = field(default_factory=dict)
+    # Top-level config section -> a one-line description (`roborl_config_sections`).
+    config_sections: dict[str, Any] = field(default_factory=dict)
     owners: dict[tuple[str, str], str] = field(default_factory=dict)
     # (kind, name) -> every plugin that registered it, when more than one did.
     conflicts: dict[tuple[str, str], list[str]] = field(default_factory=dict)
@@ -218,6 +220,7 @@ class PluginHost:
                 if not callable(obj):
                     owner = self.registry.owners[(kind, name)]
                     problems.append(f"{owner}: {kind[:-1]} {name!r} is not callable")
+        problems += self._section_problems()
         for name, cls in self.registry.algorithms.items():
             if not (isinstance(cls, type) and issubclass(cls, Algorithm)):
                 continue  # reported above
@@ -227,6 +230,25 @@ class PluginHost:
                 problems.append(
                     f"{owner}: algorithm {name!r} declares loop {loop!r}, which no plugin "
                     f"registers (loops: {', '.join(sorted(self.registry.loops)) or 'none'})"
+                )
+        return problems
+
+    def _section_problems(self) -> list[str]:
+        """A declared config section needs a string description and a name that is not
+        already core's (a run-level key or one of core's own sections)."""
+        from roborl.core.algorithms import CORE_SECTIONS, RUN_KEYS
+
+        problems = []
+        for name, about in self.registry.config_sections.items():
+            owner = self.registry.owners[("config_sections", name)]
+            if not isinstance(about, str):
+                problems.append(
+                    f"{owner}: config section {name!r} is described by {about!r}, not a string"
+                )
+            if name in RUN_KEYS or name in CORE_SECTIONS:
+                what = "run-level key" if name in RUN_KEYS else "core config section"
+                problems.append(
+                    f"{owner}: config section {name!r} is already a {what}; pick another name"
                 )
         return problems
 

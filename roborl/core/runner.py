@@ -65,7 +65,7 @@ class Runner:
     def __init__(self, cfg: Mapping[str, Any], run_dir: str | Path, host: PluginHost) -> None:
         self.host = host
         self.run_dir = Path(run_dir)
-        self.run, self.cfg = split_config(with_fired_frames_dir(cfg, self.run_dir))
+        self.run, self.cfg = split_config(with_fired_frames_dir(cfg, self.run_dir), host)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if self.run.torch_threads > 0:
             torch.set_num_threads(self.run.torch_threads)

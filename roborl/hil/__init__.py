@@ -37,3 +37,8 @@ def _scripted_person(cfg: Mapping[str, Any], maker: Callable[[], Any]) -> Callab
 def roborl_training_wrappers() -> dict[str, Callable[..., Any]]:
     """`scripted_person=` wraps training envs (never eval) in the task's scripted person."""
     return {"scripted_person": _scripted_person}
+
+
+@hookimpl
+def roborl_config_sections() -> dict[str, str]:
+    return {"scripted_person": "a scripted person who takes over training envs on drift"}

@@ -66,3 +66,11 @@ def roborl_collectors() -> dict[str, Any]:
     """`robot`: whole episodes, updates while the robot holds (the default with robot=);
     `actor_learner`: an actor process at the control rate, this process learns."""
     return {"robot": _robot_collector, "actor_learner": _actor_learner_collector}
+
+
+@hookimpl
+def roborl_config_sections() -> dict[str, str]:
+    return {
+        "actor_learner": "the actor-learner split for collector=actor_learner (ports, keys, "
+        "timeouts)"
+    }

@@ -69,3 +69,8 @@ def roborl_should_stop(step: int, updates: int, metrics: Mapping[str, float]) ->
     from roborl.plugins.ray.optuna_sweep import report_and_prune
 
     return report_and_prune(spec, step or updates, metrics)
+
+
+@hookimpl
+def roborl_config_sections() -> dict[str, str]:
+    return {"ray": "Ray rollout workers for collector=ray (workers, cluster address, sync)"}
