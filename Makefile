@@ -77,12 +77,9 @@ docs: install-test
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 test: install-test lint typecheck docs
-	# Two workers for everything that can share the machine (a module stays on one worker; the
-	# longest modules, by tests/durations.json, start first), then the `serial` tests alone:
-	# they spawn their own workers or measure a rate.
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder \
-		-m "not serial" --durations=20
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m serial --durations=10
+	# pytest in lanes (scripts/run_tests.sh says why): two workers for most of the suite, the
+	# robot tests in one process beside them, then the `serial` tests alone.
+	PY=$(BIN)/python scripts/run_tests.sh
 
 clean:
 	rm -rf $(VENV) runs build/site .pytest_cache .ruff_cache .mypy_cache

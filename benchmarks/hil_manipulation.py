@@ -68,6 +68,14 @@ def roborl(*args: str, log: Path) -> None:
         raise SystemExit(f"roborl {' '.join(args)} failed ({proc.returncode}):\n{tail}")
 
 
+def spawn(*args: str, log: Path) -> subprocess.Popen:
+    """One `roborl` command started in the background, output to `log`."""
+    with log.open("w") as f:
+        return subprocess.Popen(
+            [sys.executable, "-m", "roborl.core.cli", *args], stdout=f, stderr=subprocess.STDOUT
+        )
+
+
 def env_args(a: argparse.Namespace) -> list[str]:
     """The task for every run: the env's privileged success check never ends an episode (on a
     robot only the classifier's verdict or the time limit can; an env that ended on its first
@@ -218,12 +226,7 @@ def run_bc(a: argparse.Namespace, prep: dict[str, Any], work: Path) -> list[Path
             "train", *algo_args(a, "pixel_bc"), person_arg(a), "demo_fraction=1.0",
             *common_overrides(a, prep), f"seed={100 + dirs.index(d)}", f"hydra.run.dir={d}",
         ]  # fmt: skip
-        log = (d.parent / f"{d.name}.log").open("w")
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "roborl.core.cli", *args], stdout=log, stderr=log
-            )
-        )
+        procs.append(spawn(*args, log=d.parent / f"{d.name}.log"))
     for p in procs:
         if p.wait():
             raise SystemExit(f"a bc_hil run failed; see the logs under {work / 'bc_hil'}")

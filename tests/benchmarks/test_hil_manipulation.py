@@ -7,21 +7,49 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from cli_server import run_roborl
+
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import hil_manipulation as bench  # noqa: E402
 
 
-def test_smoke_run_reports_every_arm_from_its_own_runs(tmp_path: Path) -> None:
+class _Finished:
+    """What `bench.spawn` returns, for a command that already ran to completion."""
+
+    def __init__(self, returncode: int) -> None:
+        self.returncode = returncode
+
+    def poll(self) -> int:
+        return self.returncode
+
+    def wait(self) -> int:
+        return self.returncode
+
+
+def test_smoke_run_reports_every_arm_from_its_own_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The script's `roborl` commands from the test's fork server (tests/cli_server.py): the
+    # same `python -m roborl.core.cli ARGS`, without a fresh interpreter's imports per stage.
     env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline"}
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks/hil_manipulation.py"), "--smoke", "--jobs", "1",
-         "--work", str(tmp_path)],  # the defaults: two views, SERL's values
-        env=env, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
+
+    def served(*args: str, log: Path) -> None:
+        proc = run_roborl(args, timeout=900, env=env)
+        log.write_text(proc.stdout + proc.stderr)
+        assert proc.returncode == 0, f"roborl {' '.join(args)}: {proc.stderr[-3000:]}"
+
+    monkeypatch.setattr(bench, "roborl", served)
+    monkeypatch.setattr(bench, "spawn", lambda *args, log: served(*args, log=log) or _Finished(0))
+    # The defaults: two views, SERL's values.
+    argv = ["hil_manipulation.py", "--smoke", "--jobs", "1", "--work", str(tmp_path)]
+    monkeypatch.setattr(sys, "argv", argv)
+    bench.main()
     result = json.loads((tmp_path / "hil_manipulation.json").read_text())
     for arm in ("rlpd_hil", "rlpd", "bc_hil"):
         (run,) = result["runs"][arm]

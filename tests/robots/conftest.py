@@ -25,11 +25,19 @@ LOOPBACK = (
     '<Peer address="127.0.0.1"/></Peers><ParticipantIndex>auto</ParticipantIndex>'
     "<MaxAutoParticipantIndex>64</MaxAutoParticipantIndex></Discovery></Domain></CycloneDDS>"
 )
-# Disjoint domain ranges per pytest-xdist worker (`make test` runs two: gw0, gw1), and a
-# per-process base otherwise, so concurrent suites never share a domain. The fixed ids some
-# tests use (42, 77) lie below every range.
-_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
-_BASE = 110 + 50 * int(_WORKER[2:]) if _WORKER[2:].isdigit() else 100 + (os.getpid() % 40) * 2
+# Disjoint domain ranges of 40 ids per lane and pytest-xdist worker, so concurrent test
+# processes never share a domain: `make test` runs these tests in lane 1 (ROBORL_TEST_LANE=1,
+# one worker) beside lane 0's two workers for the rest of the suite, hence slots 0-2 and ids
+# 110-229 (ROS 2 domain ids end at 232). A plain `pytest` takes a per-process base instead. The
+# fixed ids some tests use (42, 77) lie below every range.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:]
+_LANE = os.environ.get("ROBORL_TEST_LANE", "")
+if _LANE.isdigit() or os.environ.get("PYTEST_XDIST_WORKER"):
+    _SLOT = 2 * int(_LANE or 0) + int(_WORKER)
+    assert 0 <= _SLOT <= 2, f"no ROS domain range for lane {_LANE!r}, worker gw{_WORKER}"
+    _BASE = 110 + 40 * _SLOT
+else:
+    _BASE = 100 + (os.getpid() % 40) * 2
 _IDS = itertools.count(0)
 GAINS = [0.5, 5.0, 0.5, 1.0]  # a linear balance controller for [x, theta, xdot, thetadot]
 
@@ -38,7 +46,7 @@ GAINS = [0.5, 5.0, 0.5, 1.0]  # a linear balance controller for [x, theta, xdot,
 def ros_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """Environment for this test's processes: own ROS_DOMAIN_ID, loopback-only Cyclone, and
     rclpy (Fast DDS) discovery limited to this host (Kilted's replacement of ROS_LOCALHOST_ONLY)."""
-    domain = str(_BASE + next(_IDS) % 50)
+    domain = str(_BASE + next(_IDS) % 40)
     monkeypatch.setenv("ROS_DOMAIN_ID", domain)
     monkeypatch.setenv("CYCLONEDDS_URI", LOOPBACK)
     monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
