@@ -78,14 +78,14 @@ def bench_roborl(
     gen = torch.Generator().manual_seed(0)
     t0 = time.perf_counter()
     for _ in range(20):  # warm-up (allocator, lazy init, compilation when enabled)
-        algo.update(buf.sample(BATCH, gen))
+        algo.update(buf.sample_nstep(BATCH, 1, algo.config.gamma, gen))
     warmup_s = time.perf_counter() - t0
     compiled = bool(getattr(getattr(algo, "_loss_call", None), "is_compiled", False))
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     t0 = time.perf_counter()
     for _ in range(updates):
-        metrics = algo.update(buf.sample(BATCH, gen))
+        metrics = algo.update(buf.sample_nstep(BATCH, 1, algo.config.gamma, gen))
     float(next(iter(metrics.values())))  # wait for the last update
     if device.startswith("cuda"):
         torch.cuda.synchronize()
@@ -206,7 +206,7 @@ def interleaved(variants: list[str], device: str, blocks: int, block: int) -> di
         cls, config = resolve_algorithm(host, cfg)
         algos[name] = cls(env.observation_space, env.action_space, config, device)
         for _ in range(20):
-            algos[name].update(buf.sample(BATCH, gen))
+            algos[name].update(buf.sample_nstep(BATCH, 1, algos[name].config.gamma, gen))
     model.train(gradient_steps=20, batch_size=BATCH)
 
     def sync() -> None:
@@ -220,7 +220,9 @@ def interleaved(variants: list[str], device: str, blocks: int, block: int) -> di
             model.train(gradient_steps=block, batch_size=BATCH)
         else:
             for _ in range(block):
-                metrics = algos[name].update(buf.sample(BATCH, gen))
+                metrics = algos[name].update(
+                    buf.sample_nstep(BATCH, 1, algos[name].config.gamma, gen)
+                )
             float(next(iter(metrics.values())))
         sync()
         return block / (time.perf_counter() - t0)
@@ -232,8 +234,10 @@ def interleaved(variants: list[str], device: str, blocks: int, block: int) -> di
     flops = {}
     for name in variants:
         with FlopCounterMode(display=False) as fc:
-            algos[name].update(buf.sample(BATCH, gen))
-            algos[name].update(buf.sample(BATCH, gen))  # DSAC-T: one critic-only, one full
+            algos[name].update(buf.sample_nstep(BATCH, 1, algos[name].config.gamma, gen))
+            algos[name].update(
+                buf.sample_nstep(BATCH, 1, algos[name].config.gamma, gen)
+            )  # DSAC-T: one critic-only, one full
         flops[name] = fc.get_total_flops() / 2
     with FlopCounterMode(display=False) as fc:
         model.train(gradient_steps=1, batch_size=BATCH)

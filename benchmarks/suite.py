@@ -397,7 +397,9 @@ def worker_dsac_t_roborl(updates: int) -> dict[str, Any]:
     np.random.seed(0)
     cfg = algo.config
     return {
-        "updates_per_s": _timed(lambda: algo.update(buf.sample(256, gen)), updates),
+        "updates_per_s": _timed(
+            lambda: algo.update(buf.sample_nstep(256, 1, cfg.gamma, gen)), updates
+        ),
         "hidden_sizes": list(cfg.hidden_sizes),
         "activation": cfg.activation,
     }

@@ -124,7 +124,7 @@ def _contenders(threads: int) -> tuple[dict[str, Callable[[int], None]], dict[st
         def block(k: int) -> None:
             EnsembleLinear.transposed_head = head_layout[name]
             for _ in range(k):
-                metrics = algo.update(buf.sample(BATCH, gen))
+                metrics = algo.update(buf.sample_nstep(BATCH, 1, algo.config.gamma, gen))
             float(metrics["critic_loss"])
             EnsembleLinear.transposed_head = True
 

@@ -93,7 +93,9 @@ def sac_updates_per_s(device: str, mode: str, updates: int) -> dict[str, Any]:
         rng.normal(size=n), rng.normal(size=(n, 17)).astype(np.float32), np.zeros(n),
     )  # fmt: skip
     gen = torch.Generator(device=buf.device).manual_seed(0)
-    rate = _time_updates(algo, lambda: buf.sample(sac_gpu.BATCH, gen), updates, device)
+    rate = _time_updates(
+        algo, lambda: buf.sample_nstep(sac_gpu.BATCH, 1, cfg.gamma, gen), updates, device
+    )
     capture = algo._capture
     return {
         "updates_per_s": rate,
@@ -135,7 +137,7 @@ def serl_loop(
     import torch
 
     from roborl.core.algorithms import resolve_algorithm
-    from roborl.core.buffer import ReplayBuffer
+    from roborl.core.buffer import ReplayBuffer, Returns
     from roborl.core.compose import compose_dict
     from roborl.core.demos import sample_mixed
     from roborl.core.plugins import get_host
@@ -171,7 +173,9 @@ def serl_loop(
         run["online"].add(_row(run["obs"]), a[None], np.array([r]), _row(nxt),
                           np.array([float(term)]))  # fmt: skip
         run["obs"] = env.reset()[0] if term or trunc else nxt
-        b = sample_mixed(run["online"], run["demos"], batch, 0.5, run["gen"])
+        b = sample_mixed(
+            run["online"], run["demos"], batch, 0.5, run["gen"], Returns.of(algo.config)
+        )
         m = algo.update(b)
         run["loss"] = m["critic_loss"] if "loss" not in run else run["loss"] + m["critic_loss"]
 

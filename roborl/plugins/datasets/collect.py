@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from roborl.core.algorithms import build_algorithm
+from roborl.core.buffer import with_discount
 from roborl.core.datasets import OfflineDataset
 from roborl.core.envs import make_env
 from roborl.core.errors import ConfigError
@@ -103,11 +104,13 @@ class _Recorder:
             out["timeouts"][-1] = True
         return out
 
-    def batch(self, size: int, gen: np.random.Generator) -> Batch:
+    def batch(self, size: int, gen: np.random.Generator, gamma: float) -> Batch:
+        """`size` one-step transitions drawn uniformly, discounted by `gamma` (the algorithm's
+        `algo.gamma`: an update bootstraps with `Batch.discount` only)."""
         i = gen.integers(0, self.n, size)
         d = self.d
         t = torch.as_tensor
-        return Batch(
+        batch = Batch(
             obs=to_torch(index_obs(d["observations"], i), "cpu"),
             actions=t(d["actions"][i]),
             rewards=t(d["rewards"][i]),
@@ -115,6 +118,7 @@ class _Recorder:
             terminated=t(d["terminals"][i].astype(np.float32)),
             costs=t(d["costs"][i]) if self.has_cost else None,
         )
+        return with_discount(batch, gamma)
 
 
 def _obs_storage(obs_dim: tuple[int, ...] | gym.spaces.Dict, cap: int) -> Any:
@@ -267,6 +271,8 @@ def collect(
     snapshots: list[tuple[int, float, dict[str, Any]]] = []
     if train_steps > 0:
         gen = np.random.default_rng(seed)
+        # One-step transitions from the recorder, discounted by the algorithm's own gamma.
+        gamma, batch_size = float(algo.config.gamma), int(algo.config.batch_size)
         obs, _ = e.reset(seed=seed)
         for t in range(1, train_steps + 1):
             a = act_space.sample() if t <= learning_starts else algo.act(obs[None], False)[0]
@@ -276,7 +282,7 @@ def collect(
             if term or trunc:
                 obs, _ = e.reset()
             if t > learning_starts:
-                algo.update(rec.batch(getattr(algo.config, "batch_size", 256), gen))
+                algo.update(rec.batch(batch_size, gen, gamma))
             if t % eval_every == 0 or t == train_steps:
                 ret = evaluate(algo)
                 snapshots.append((t, ret, copy.deepcopy(algo.state_dict())))

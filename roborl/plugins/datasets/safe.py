@@ -118,6 +118,7 @@ def collect_safe(
         gen = np.random.default_rng(seed + k)
         obs, _ = e.reset(seed=seed + 1000 * k)
         batch_size = int(getattr(algo.config, "batch_size", 256))
+        gamma = float(algo.config.gamma)  # the recorder's one-step batches carry it
         for t in range(1, train_steps + steps + 1):
             learning = t <= train_steps
             if learning and t <= learning_starts:
@@ -130,7 +131,7 @@ def collect_safe(
             if term or trunc or t == train_steps:  # the final policy starts a fresh episode
                 obs, _ = e.reset()
             if learning and t > learning_starts:
-                algo.update(rec.batch(batch_size, gen))
+                algo.update(rec.batch(batch_size, gen, gamma))
         ret, cost = _eval(eval_env, algo, ref_episodes, seed + 1)
         arrays = rec.arrays()
         # the last training step ends an episode for bookkeeping (we reset there)

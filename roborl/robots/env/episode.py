@@ -45,6 +45,7 @@ from roborl.core.errors import ConfigError, RobotError
 log = logging.getLogger("roborl.robots.episode")
 
 KEYS = ("time_limit_s", "success_service", "success_key", "reward")
+FIRST_CALL_SETTLE_S = 1.0  # see call_trigger: discovery of a new service client, both ways
 REWARDS = ("alive", "success")
 
 
@@ -154,12 +155,19 @@ def call_trigger(transport: Any, service: str, timeout_s: float) -> str:
 
     clients = transport.__dict__.setdefault("_roborl_trigger_clients", {})
     client = clients.get(service)
+    fresh = client is None
     if client is None:
         client = clients[service] = node.create_client(Trigger, service)
     if not client.wait_for_service(timeout_sec=timeout_s):
         raise RobotError(
             f"service {service} (std_srvs/Trigger) is not available after {timeout_s}s."
         )
+    if fresh:
+        # The client sees the server before the server sees the client's response reader, and
+        # Fast DDS's server drops a response it cannot deliver within 100 ms ("failed to send
+        # response (timeout)"): the service would run and its answer never arrive. A first
+        # call waits for discovery to settle on the server's side too.
+        time.sleep(FIRST_CALL_SETTLE_S)
     done = threading.Event()
     future = client.call_async(Trigger.Request())
     future.add_done_callback(lambda _: done.set())
