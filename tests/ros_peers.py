@@ -36,7 +36,8 @@ PRELUDE = textwrap.dedent(
     node = rclpy.create_node("plain_peer")
     executor = MultiThreadedExecutor()
     executor.add_node(node)
-    threading.Thread(target=executor.spin, daemon=True).start()
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
     """
 )
 

@@ -104,8 +104,14 @@ RECORDER = PRELUDE + textwrap.dedent(
     (folder / "sent.json").write_text(json.dumps({"sent": sent, "counts": counts}))
     out(event="recorded", counts=counts)
     executor.shutdown()
+    spinner.join(timeout=10)
     node.destroy_node()
     rclpy.shutdown()
+    # Everything is written and flushed: end here, not in interpreter teardown, where a DDS
+    # thread still unwinding once aborted the process ("terminate called without an active
+    # exception") after a complete recording.
+    import os
+    os._exit(0)
     """
 )
 
