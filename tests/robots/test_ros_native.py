@@ -683,9 +683,9 @@ LISTENER = PRELUDE + textwrap.dedent(
 )
 
 
-def _command_then_hold(listener, transport, topic: str) -> None:
+def _command_until_heard(listener, transport, topic: str):
     """Through `transport` (rclpy, in this process): [1.0] on `topic` until the plain
-    listener's reliable subscription heard it, then the hold [0.0]."""
+    listener's reliable subscription heard it. Returns the publish function."""
     from roborl.robots.transport import msgs
 
     pub = transport.publisher(topic, msgs.Float64MultiArray)
@@ -694,7 +694,23 @@ def _command_then_hold(listener, transport, topic: str) -> None:
     while not listener.named("reliable") and time.monotonic() < deadline:
         pub(msgs.Float64MultiArray(data=[1.0]))
         time.sleep(0.05)
-    pub(msgs.Float64MultiArray(data=[0.0]))
+    return lambda data: pub(msgs.Float64MultiArray(data=data))
+
+
+def _command_then_hold(listener, transport, topic: str) -> None:
+    """[1.0] on `topic` until the listener heard it, then the hold [0.0]."""
+    _command_until_heard(listener, transport, topic)([0.0])
+
+
+def _stop_process(proc) -> None:
+    """SIGSTOP `proc` and wait until the kernel reports it stopped (state T in
+    /proc/PID/stat), so nothing it does can race what the test does next."""
+    proc.send_signal(signal.SIGSTOP)
+    stat = Path(f"/proc/{proc.pid}/stat")
+    deadline = time.monotonic() + 10
+    while stat.read_text().rsplit(")", 1)[1].split()[0] != "T":
+        assert time.monotonic() < deadline, "the listener did not stop"
+        time.sleep(0.01)
 
 
 def test_close_ends_once_plain_subscribers_acknowledged_the_hold(rclpy_env, procs, caplog) -> None:
@@ -723,7 +739,9 @@ def test_close_warns_when_a_reliable_subscriber_never_acknowledged(
     rclpy_env, procs, caplog
 ) -> None:
     """A reliable subscriber that cannot acknowledge (its process stopped) is waited for
-    until the flush's deadline and then named in a warning."""
+    until the flush's deadline and then named in a warning. The hold is published once the
+    listener is stopped: published before, Fast DDS may have it acknowledged (a heartbeat
+    piggybacked on the data) before the stop lands, and then nothing is left to wait for."""
     from roborl.robots.transport.rclpy_node import RclpyTransport
 
     topic = "/forward_command_controller/commands"
@@ -732,9 +750,10 @@ def test_close_warns_when_a_reliable_subscriber_never_acknowledged(
     caplog.set_level(logging.WARNING, logger="roborl.robots")
     transport = RclpyTransport("close_ack_test")
     try:
-        _command_then_hold(listener, transport, topic)
-        listener.proc.send_signal(signal.SIGSTOP)
+        publish = _command_until_heard(listener, transport, topic)
+        _stop_process(listener.proc)
         try:
+            publish([0.0])
             transport.close(flush_s=0.5)
         finally:
             listener.proc.send_signal(signal.SIGCONT)

@@ -4,9 +4,10 @@ with `roborl train algo=rlpd demos=` (issue 50).
 
 The recorder is a plain rclpy node (no roborl code), like `ros2 bag record`: it subscribes
 to sim-robot's /joint_states and camera, and to the command and teleop topics, takes each
-message's serialised CDR bytes and its arrival time, and writes them into both bags. It also
-plays the controller (Float64MultiArray on /forward_command_controller/commands at 10 Hz, what
-roborl's robot bridge publishes for `robot=tabletop`) and a person on sensor_msgs/Joy who holds
+message's serialised CDR bytes and its DDS source timestamp (rosbag2's send_timestamp), and
+writes them into both bags. It also plays the controller (Float64MultiArray on
+/forward_command_controller/commands at 10 Hz, what roborl's robot bridge publishes for
+`robot=tabletop`) and a person on sensor_msgs/Joy who holds
 the dead-man button for a stretch, during which the command is the person's (as the safety
 layer forwards it). The round trip is checked against what the recorder sent: every converted
 step holds the command sent within one control period of the step's time.
@@ -57,9 +58,12 @@ RECORDER = PRELUDE + textwrap.dedent(
     got, lock = [], threading.Lock()
 
     def keep(topic):
-        def cb(raw):
+        # stamped with DDS's source timestamp (what rosbag2 keeps as send_timestamp): the
+        # recorder's own callback delay on a loaded machine (over half a period was seen)
+        # would otherwise move a command onto the next control tick
+        def cb(raw, info):
             with lock:
-                got.append((time.time_ns(), topic, bytes(raw)))
+                got.append((info["source_timestamp"], topic, bytes(raw)))
         return cb
 
     for topic, kind in topics.items():
