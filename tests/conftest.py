@@ -6,6 +6,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,9 +35,18 @@ def _isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
 
 
-# Directories whose session fixtures are expensive enough to start once (a vLLM server and
-# engine): all their tests go to one pytest-xdist worker.
+# How `make test` (`pytest -n 2 --dist loadgroup --no-loadscope-reorder`) hands tests to its
+# two workers, in groups (`pytest_xdist_make_scheduler` below): a test module is one group, so
+# its module-scoped fixtures are built once; each directory of _ONE_WORKER_DIRS is one group
+# (their session fixtures, a vLLM server and engine, start once); in a module of
+# _GROUP_PER_PARAMETER each parametrized case is a group of its own (the README run's two
+# seeds, the wheel's twelve extras), so one long module fills both workers.
 _ONE_WORKER_DIRS = ("llm",)
+_GROUP_PER_PARAMETER = (
+    "core/test_sac_learns.py",
+    "plugins/test_pixel_bc.py",
+    "packaging/test_wheel.py",
+)
 
 # Seconds each group took in a recorded run (`pytest --record-durations`): the longest groups
 # start first, so the last minutes of `make test` do not run one long module on one worker
@@ -52,14 +62,40 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )  # fmt: skip
 
 
-def _module_group(parts: tuple[str, ...]) -> str:
-    """A test file's group from its path under tests/: the file, or its `_ONE_WORKER_DIRS`
-    directory."""
-    return parts[0] if parts[:1] and parts[0] in _ONE_WORKER_DIRS else "/".join(parts)
+def group_of_nodeid(nodeid: str) -> str:
+    """A test's group from its node id: `tests/core/test_x.py::test_y` -> `core/test_x.py`,
+    `tests/llm/...` -> `llm`, `tests/core/test_sac_learns.py::test_z[1]` ->
+    `core/test_sac_learns.py::1`. From the node id alone, because the controller that
+    schedules sees nothing else (an `@group` suffix xdist may have added is dropped)."""
+    path, _, name = nodeid.partition("::")
+    name = name.rsplit("@", 1)[0] if "@" in name.rpartition("]")[2] else name
+    parts = Path(path).parts
+    parts = parts[1:] if parts[:1] == ("tests",) else parts
+    if parts[:1] and parts[0] in _ONE_WORKER_DIRS:
+        return parts[0]
+    module = "/".join(parts)
+    if module in _GROUP_PER_PARAMETER and name.endswith("]") and "[" in name:
+        return f"{module}::{name[name.index('[') + 1 : -1]}"
+    return module
 
 
-def _group_of(item: pytest.Item) -> str:
-    return _module_group(Path(str(item.path)).resolve().relative_to(ROOT / "tests").parts)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under `--dist loadgroup`, xdist's scope scheduling with our groups (`group_of_nodeid`).
+
+    Why not xdist's own loadgroup: it groups by an `@group` suffix its workers write into each
+    test's node id, and pytest 9.2's structured node ids ignore that write (pytest-xdist issue
+    1386), so every test was scheduled on its own: a module's tests spread over both workers
+    and its module-scoped fixtures (the vLLM engine and server, trained runs) were built on
+    each. Grouping here needs no mark and no node-id rewrite."""
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of_nodeid(nodeid)
+
+    return ModuleGroups(config, log)
 
 
 def _recorded_durations() -> dict[str, float]:
@@ -70,20 +106,20 @@ def _recorded_durations() -> dict[str, float]:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under `pytest -n 2 --dist loadgroup --no-loadscope-reorder` (`make test`), keep each
-    module on one worker (its module-scoped fixtures are built once) and each `_ONE_WORKER_DIRS`
-    directory together, and hand out the groups longest first (the recorded durations)."""
-    for item in items:
-        if not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(_group_of(item)))
+    """Groups longest first (the recorded durations), each group's tests together and in
+    their own order: xdist's scope scheduling queues the groups in the order they appear."""
     seconds = _recorded_durations()
-
-    def group(item: pytest.Item) -> str:
-        mark = item.get_closest_marker("xdist_group")
-        return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
-
     order = {id(item): i for i, item in enumerate(items)}
-    items.sort(key=lambda it: (-seconds.get(group(it), _UNKNOWN_GROUP_S), order[id(it)]))
+
+    first_of_group: dict[str, int] = {}
+    for item in items:
+        first_of_group.setdefault(group_of_nodeid(item.nodeid), order[id(item)])
+
+    def key(item: pytest.Item) -> tuple[float, int, int]:
+        group = group_of_nodeid(item.nodeid)
+        return (-seconds.get(group, _UNKNOWN_GROUP_S), first_of_group[group], order[id(item)])
+
+    items.sort(key=key)
 
 
 class _DurationRecorder:
@@ -94,7 +130,7 @@ class _DurationRecorder:
         self.seconds: dict[str, float] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        group = _group_of_nodeid(report.nodeid)
+        group = group_of_nodeid(report.nodeid)
         self.seconds[group] = self.seconds.get(group, 0.0) + report.duration
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -103,15 +139,6 @@ class _DurationRecorder:
         merged = {**_recorded_durations(), **self.seconds}
         ranked = sorted(((k, round(v, 1)) for k, v in merged.items()), key=lambda kv: -kv[1])
         DURATIONS_FILE.write_text(json.dumps(dict(ranked), indent=1) + "\n")
-
-
-def _group_of_nodeid(nodeid: str) -> str:
-    """The group xdist scheduled the test in (`...::test_y@group`), or without xdist
-    `tests/core/test_x.py::test_y` -> `core/test_x.py` (or its `_ONE_WORKER_DIRS` dir)."""
-    if "@" in nodeid.split("::", 1)[-1]:  # a group name may hold "::" itself
-        return nodeid.rsplit("@", 1)[1]
-    parts = Path(nodeid.split("::", 1)[0]).parts
-    return _module_group(parts[1:] if parts[:1] == ("tests",) else parts)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -36,12 +36,10 @@ def zero_action_return(episodes: int = 10) -> float:
 
 @pytest.mark.parametrize(
     "seed",
-    # One xdist group per seed, so `make test`'s two workers run the two seeds side by side,
-    # as benchmarks/default_run.py does, rather than one after the other.
-    [
-        pytest.param(s, marks=pytest.mark.xdist_group(f"core/test_sac_learns.py::{s}"))
-        for s in (0, 1)
-    ],
+    # Each seed is a scheduling group of its own (tests/conftest.py: _GROUP_PER_PARAMETER), so
+    # `make test`'s two workers run the two seeds side by side, as benchmarks/default_run.py
+    # does, rather than one after the other.
+    [0, 1],
 )
 def test_readme_default_run_balances_the_pendulum(cli, tmp_path, seed: int) -> None:
     run = tmp_path / "run"

@@ -413,12 +413,9 @@ assert set(CHECKS) == {*FEATURE_EXTRAS, "core"}
 
 @pytest.mark.parametrize(
     "extra",
-    # One xdist group per extra (tests/conftest.py keeps a module on one worker otherwise), so
+    # Each extra is a scheduling group of its own (tests/conftest.py: _GROUP_PER_PARAMETER), so
     # the twelve installs spread over both workers, longest first by tests/durations.json.
-    [
-        pytest.param(e, marks=pytest.mark.xdist_group(f"packaging/test_wheel.py::{e}"))
-        for e in CHECKS
-    ],
+    list(CHECKS),
 )
 def test_wheel_with_one_extra_runs_its_feature(dist: Dist, tmp_path: Path, extra: str) -> None:
     """`pip install "roborl[EXTRA]"` into a fresh venv, then the feature's command."""

@@ -39,11 +39,9 @@ def random_success(episodes: int) -> float:
 
 @pytest.mark.parametrize(
     "seed",
-    # One xdist group per seed: the two runs go to both workers instead of one after the other.
-    [
-        pytest.param(s, marks=pytest.mark.xdist_group(f"plugins/test_pixel_bc.py::{s}"))
-        for s in (0, 1)
-    ],
+    # Each seed is a scheduling group of its own (tests/conftest.py: _GROUP_PER_PARAMETER): the
+    # two runs go to both workers instead of one after the other.
+    [0, 1],
 )
 def test_cloned_policy_beats_random_actions(tmp_path: Path, demos: Path, seed: int) -> None:
     run = tmp_path / "run"
