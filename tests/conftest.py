@@ -79,6 +79,7 @@ def group_of_nodeid(nodeid: str) -> str:
     return module
 
 
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: `-p no:xdist` must still work
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Under `--dist loadgroup`, xdist's scope scheduling with our groups (`group_of_nodeid`).
 
