@@ -18,6 +18,12 @@ Writes benchmarks/results/<out>.json and .md. What was run for the committed res
     nice -n 10 python benchmarks/her_vs_sb3.py --envs fetch_reach --steps 10000 --seeds 3 \
         --eval-every 2000 --episodes 20 --control
 
+and for FetchPush at the budget a session could afford (results/her_vs_sb3_push.md; neither arm
+learns by 30k steps: both sit at the zero-action success, 0.05 on the evaluation seeds):
+
+    nice -n 10 python benchmarks/her_vs_sb3.py --envs fetch_push --steps 30000 --seeds 3 \
+        --eval-every 5000 --episodes 20 --out her_vs_sb3_push
+
 FetchPush needs far more steps (rl-baselines3-zoo trains HER agents on it for about 1e6 steps,
 with larger networks); the full comparison, many hours on a 2-core CPU (not run yet):
 
