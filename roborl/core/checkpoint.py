@@ -1,7 +1,9 @@
 """Atomic checkpoints that load with `torch.load(weights_only=True)`.
 
 Write to a temp file in the same directory, fsync, then `os.replace`: a crash or SIGKILL at
-any moment leaves either the previous checkpoint or the new one, never a torn file.
+any moment leaves either the previous checkpoint or the new one, never a torn file. `last.pt`
+keeps the checkpoint it replaces as `previous.pt` (only a readable one), and there is no
+moment without a `last.pt`.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import io
 import json
 import math
 import os
+import shutil
 import tempfile
 import warnings
 from collections.abc import Mapping
@@ -43,29 +46,44 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def _link_or_copy(src: Path, dst: str) -> None:
+    """Make `dst` (a new name) hold `src`'s bytes: a hard link, or an fsynced copy where the
+    filesystem has no hard links."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
+        with open(dst, "rb+") as fh:
+            os.fsync(fh.fileno())
+
+
 def atomic_write_bytes(
     path: str | os.PathLike[str], data: bytes, keep_previous: str | None = None
 ) -> None:
     """Replace `path` with `data` so readers see the old or the new file, never half of one.
 
-    With `keep_previous`, the file being replaced is kept under that name in the same folder
-    (renamed only once the new data is safely on disk), so a later corruption of `path` still
-    leaves one readable version beside it.
+    With `keep_previous`, the file being replaced is kept under that name in the same folder,
+    so a later corruption of `path` still leaves one readable version beside it. `path` is
+    never missing meanwhile: the old file is hard-linked to a temp name that replaces
+    `keep_previous`, and only then does the new data replace `path`.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    prev_tmp = tmp[: -len(".tmp")] + ".prev.tmp"  # also matches save_checkpoint's stale glob
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         if keep_previous and path.exists():
-            os.replace(path, path.with_name(keep_previous))
+            _link_or_copy(path, prev_tmp)
+            os.replace(prev_tmp, path.with_name(keep_previous))
         os.replace(tmp, path)
         _fsync_dir(path.parent)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
+        Path(prev_tmp).unlink(missing_ok=True)
         raise
 
 
@@ -74,6 +92,47 @@ def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
 
 
 PREVIOUS_NAME = "previous.pt"  # the checkpoint that last.pt replaced, kept as a fallback
+UNREADABLE_SUFFIX = ".unreadable"  # last.pt.unreadable: a torn last.pt, moved aside, not rotated
+
+# last.pt files this process wrote or read back whole, by real path -> _signature(): the
+# next save rotates such a file into previous.pt without reading it again.
+_known_good: dict[str, tuple[int, int, int, int]] = {}
+
+
+def _signature(st: os.stat_result) -> tuple[int, int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _remember_good(path: Path, st: os.stat_result | None = None) -> None:
+    try:
+        _known_good[os.path.realpath(path)] = _signature(st or path.stat())
+    except OSError:
+        pass
+
+
+def _unreadable_reason(path: Path) -> str | None:
+    """None when `path` is a checkpoint this process knows or can read whole, else why not."""
+    try:
+        st = path.stat()
+    except OSError as exc:
+        return _reason(exc)
+    if _known_good.get(os.path.realpath(path)) == _signature(st):
+        return None
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except MemoryError:
+        raise
+    except Exception as exc:
+        return _reason(exc)
+    if not isinstance(data, dict):
+        return f"it holds a {type(data).__name__}, not a dict"
+    _remember_good(path, st)
+    return None
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def first_nonfinite(obj: Any, where: str = "state") -> str | None:
@@ -118,7 +177,10 @@ def save_checkpoint(path: str | os.PathLike[str], payload: Mapping[str, Any]) ->
     A payload whose `state` holds NaN/inf is refused (`DivergedError`) before anything is
     touched, so a diverged run never overwrites a good `last.pt`. Temp files a killed writer
     left behind (`.last.pt.*.tmp`) are removed first: a run directory has one writer, so any
-    such file is stale.
+    such file is stale. A `last.pt` that cannot be read (torn, corrupted) is never rotated into
+    `previous.pt`, which may be the only good checkpoint left: it is moved aside as
+    `last.pt.unreadable` and `previous.pt` stays as it is. (A `last.pt` this process wrote or
+    loaded is not read again.)
     """
     path = Path(path)
     check_finite_state(payload.get("state"), f"checkpoint {path.name}")
@@ -127,29 +189,90 @@ def save_checkpoint(path: str | os.PathLike[str], payload: Mapping[str, Any]) ->
     buf = io.BytesIO()
     torch.save({"format_version": FORMAT_VERSION, **payload}, buf)
     keep = PREVIOUS_NAME if path.name == "last.pt" else None
+    if keep and path.exists():
+        reason = _unreadable_reason(path)
+        if reason is not None:
+            aside = path.with_name(path.name + UNREADABLE_SUFFIX)
+            os.replace(path, aside)
+            warnings.warn(
+                f"checkpoint {str(path)!r} could not be read ({reason}); moved it aside to "
+                f"{str(aside)!r} instead of keeping it as {PREVIOUS_NAME}, which is left as "
+                "it was.",
+                stacklevel=2,
+            )
     atomic_write_bytes(path, buf.getvalue(), keep_previous=keep)
+    if keep:
+        _remember_good(path)
 
 
-def load_checkpoint(path: str | os.PathLike[str], map_location: str = "cpu") -> dict[str, Any]:
-    """Load and sanity-check a roborl checkpoint, with errors that say what is wrong."""
+def _check_map_location(map_location: str | torch.device) -> None:
+    """A `ConfigError` naming `device=` unless `map_location` is a device this machine has.
+    Checked before reading: torch.load's own error for an absent GPU reads like a bad file."""
+    from roborl.core.config import check_device
+
+    check_device("device", str(map_location))
+
+
+def _devices_here() -> str:
+    from roborl.core.config import device_choices
+
+    return ", ".join(device_choices())
+
+
+def _is_device_error(exc: Exception) -> bool:
+    """torch.load failing over the device it maps tensors to, not over the file's bytes."""
+    text = str(exc)
+    return (
+        isinstance(exc, (RuntimeError, AssertionError))
+        and ("CUDA" in text or "cuda" in text or "MPS" in text or "mps" in text)
+        and "PytorchStreamReader" not in text
+    )
+
+
+def load_checkpoint(
+    path: str | os.PathLike[str], map_location: str | torch.device = "cpu"
+) -> dict[str, Any]:
+    """Load and sanity-check a roborl checkpoint, with errors that say what is wrong.
+
+    A run directory or a `last.pt` that is missing or unreadable falls back, with a warning,
+    to the `previous.pt` beside it. A device that does not exist here is a `ConfigError`
+    before anything is read: it says nothing about the file.
+    """
+    _check_map_location(map_location)
     path = Path(path)
-    if not path.exists():
-        raise CheckpointError(f"checkpoint {str(path)!r} does not exist.")
     if path.is_dir():
-        for candidate in (path / "checkpoints" / "last.pt", path / "last.pt"):
-            if candidate.exists():
-                path = candidate
+        for folder in (path / "checkpoints", path):
+            if (folder / "last.pt").exists() or (folder / PREVIOUS_NAME).exists():
+                path = folder / "last.pt"
                 break
         else:
             raise CheckpointError(
                 f"{str(path)!r} is a directory without checkpoints/last.pt: pass a .pt file "
                 "or a run directory."
             )
+    previous = path.with_name(PREVIOUS_NAME)
+    if not path.exists():
+        if path.name == "last.pt" and previous.exists():
+            warnings.warn(
+                f"checkpoint {str(path)!r} is missing (a save was interrupted); using the one "
+                f"it replaced, {str(previous)!r}.",
+                stacklevel=2,
+            )
+            return load_checkpoint(previous, map_location)
+        raise CheckpointError(f"checkpoint {str(path)!r} does not exist.")
     try:
+        st = path.stat()  # taken first: a file replaced meanwhile is not remembered as read
         data = torch.load(path, map_location=map_location, weights_only=True)
+    except MemoryError:
+        raise
     except Exception as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        previous = path.with_name(PREVIOUS_NAME)
+        reason = _reason(exc)
+        if _is_device_error(exc):
+            raise CheckpointError(
+                f"checkpoint {str(path)!r} could not be loaded onto device="
+                f"{str(map_location)!r} ({reason}); the file itself was not found faulty. "
+                f"Devices here: {_devices_here()}."
+            ) from None
         if path.name == "last.pt" and previous.exists():
             warnings.warn(
                 f"checkpoint {str(path)!r} could not be read ({reason}); using the one it "
@@ -177,4 +300,6 @@ def load_checkpoint(path: str | os.PathLike[str], map_location: str = "cpu") -> 
             f"roborl reads version {FORMAT_VERSION}."
         )
     data["path"] = str(path)
+    if path.name == "last.pt":
+        _remember_good(path, st)
     return data

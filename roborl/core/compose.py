@@ -26,7 +26,7 @@ import dataclasses
 import importlib.util
 import re
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -254,13 +254,34 @@ def compose(
     """Compose `config_name` with `overrides` (Hydra's compose API); errors are ConfigErrors.
 
     `config_dir` composes from a directory instead of roborl's configs (`resume` composes the
-    run directory's saved config.yaml). Returns an OmegaConf DictConfig, unresolved.
+    run directory's saved config.yaml). Returns an OmegaConf DictConfig, unresolved. The
+    primary config leaves out a `tuned` preset picked for another env id
+    (`tuned_for_other_env`).
     """
+    return _compose(host, overrides, command, config_name, config_dir)[0]
+
+
+def tuned_overrides(host: Any, overrides: Sequence[str], command: str = "train") -> list[str]:
+    """`["~tuned"]` when the primary config composed with `overrides` would apply a tuned
+    preset for another env id, else `[]`: for a caller that hands the overrides to Hydra
+    itself (`roborl train`'s `@hydra.main`), which `compose` does not reach."""
+    return _compose(host, overrides, command, PRIMARY, None)[1]
+
+
+def _compose(
+    host: Any,
+    overrides: Sequence[str],
+    command: str,
+    config_name: str,
+    config_dir: str | Path | None,
+) -> tuple[Any, list[str]]:
+    """The composed config and the overrides `compose` added (`~tuned`) to get it."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
     from hydra.initialize import get_gh_backup, restore_gh_from_backup
+    from omegaconf import open_dict
     from omegaconf.errors import OmegaConfBaseException
 
     register_configs(host)
@@ -275,11 +296,44 @@ def compose(
             else initialize_config_module(CONFIG_MODULE, version_base="1.3")
         )
         with init:
-            return hydra_compose(config_name, overrides=list(overrides))
+            if config_name != PRIMARY or config_dir is not None:
+                return hydra_compose(config_name, overrides=list(overrides)), []
+            cfg = hydra_compose(config_name, overrides=list(overrides), return_hydra_config=True)
+            if tuned_for_other_env(cfg, overrides, lambda ov: hydra_compose(config_name, ov)):
+                added = ["~tuned"]
+                return hydra_compose(config_name, overrides=[*overrides, *added]), added
+            with open_dict(cfg):
+                del cfg["hydra"]
+            return cfg, []
     except (HydraException, OmegaConfBaseException) as exc:
         raise _explain(host, exc, overrides, command, config_name, config_dir) from None
     finally:
         restore_gh_from_backup(backup)
+
+
+def tuned_for_other_env(
+    cfg: Any, overrides: Sequence[str], compose_with: Callable[[list[str]], Any]
+) -> bool:
+    """Whether the `tuned` preset in composed `cfg` (with its `hydra` node) was picked for an
+    env other than the composed `env.id`; then the caller composes again with `~tuned`.
+
+    Why: config.yaml's `optional tuned: ${algo}_${env}` keys the preset on the env *group*
+    option, so `roborl train env.id=Pendulum-v1` (group still inverted_pendulum) would get the
+    settings tuned for InvertedPendulum-v5. The preset is for the id its env option names
+    (`compose_with(["env=OPTION"])`, a composition without the command line's `env.*` values).
+    A `tuned=`/`~tuned` on the command line is the user's choice and is kept.
+    """
+    choices = cfg.hydra.runtime.choices
+    tuned, env_option = choices.get("tuned"), choices.get("env")
+    if not tuned or not env_option:
+        return False
+    if any(_key_of(o).split(".")[0].split("/")[0] == "tuned" for o in overrides):
+        return False
+    env_id = (cfg.get("env") or {}).get("id")
+    if not any(_key_of(o).startswith("env.") or _key_of(o) == "env" for o in overrides):
+        return False  # the env option's own id
+    tuned_id = (compose_with([f"env={env_option}"]).get("env") or {}).get("id")
+    return bool(env_id != tuned_id)
 
 
 def _explain(

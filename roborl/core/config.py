@@ -1,9 +1,10 @@
 """Config schema and validation: typed dataclasses checked before anything runs.
 
 Each algorithm declares a `Config` dataclass; the runner has `RunConfig`. Fields may carry
-``metadata={"range": (lo, hi), "choices": [...], "help": "..."}``. `build_config` turns a
-Hydra/OmegaConf mapping into an instance and fails with a message that names the key, the bad
-value and what would be accepted.
+``metadata={"range": (lo, hi), "choices": [...], "help": "..."}``, and ``"torch_device": True``
+for a torch device this machine must have. `build_config` turns a Hydra/OmegaConf mapping into
+an instance and fails with a message that names the key, the bad value and what would be
+accepted.
 """
 
 from __future__ import annotations
@@ -88,9 +89,72 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
     return value
 
 
+def device_choices() -> list[str]:
+    """The torch devices this machine can run on: cpu, and cuda / cuda:N / mps when present."""
+    import torch
+
+    out = ["cpu"]
+    if torch.cuda.is_available():
+        out += ["cuda", *(f"cuda:{i}" for i in range(torch.cuda.device_count()))]
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        out.append("mps")
+    return out
+
+
+def check_device(key: str, value: str) -> None:
+    """Raise ConfigError unless `value` names a torch device this machine has.
+
+    Why here: `device=gpu` otherwise ends in torch's RuntimeError and `device=cuda` on a
+    CPU-only machine in an AssertionError, both deep inside the first network built.
+    """
+    import torch
+
+    accepted = device_choices()
+    listed = ", ".join(accepted)
+    try:
+        dev = torch.device(value)
+    except (RuntimeError, ValueError, TypeError):
+        hint = " (torch calls a GPU 'cuda')" if value.lower().startswith("gpu") else ""
+        close = "" if hint else did_you_mean(value, accepted)
+        raise ConfigError(
+            f"{key}={value!r} is not a torch device{hint}.{close} Accepted here: {listed}."
+        ) from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            why = (
+                "this torch build has no CUDA support"
+                if torch.version.cuda is None
+                else "no CUDA GPU is visible here"
+            )
+            raise ConfigError(
+                f"{key}={value!r} is not available: {why} "
+                f"(torch.cuda.is_available() is False). Accepted here: {listed}; give "
+                f"{key}=cpu to run on the CPU."
+            )
+        count = torch.cuda.device_count()
+        if dev.index is not None and dev.index >= count:
+            raise ConfigError(
+                f"{key}={value!r} is not available: this machine has {count} CUDA device(s) "
+                f"(cuda:0 to cuda:{count - 1}). Accepted here: {listed}."
+            )
+    elif dev.type == "mps":
+        if "mps" not in accepted:
+            raise ConfigError(
+                f"{key}={value!r} is not available: torch.backends.mps.is_available() is "
+                f"False. Accepted here: {listed}."
+            )
+    elif dev.type != "cpu":
+        raise ConfigError(
+            f"{key}={value!r} is not a device roborl trains on. Accepted here: {listed}."
+        )
+
+
 def _check_range(key: str, value: Any, meta: Mapping[str, Any]) -> None:
     if value is None:
         return
+    if meta.get("torch_device") and isinstance(value, str):
+        check_device(key, value)
     if "choices" in meta and value not in meta["choices"]:
         choices = ", ".join(map(str, meta["choices"]))
         raise ConfigError(f"{key}={value!r} is not accepted: expected one of {choices}.")
@@ -174,7 +238,10 @@ class RunConfig:
     log_every: int = field(
         default=1_000, metadata=rng(1, None, "env steps (offline: updates) between train logs")
     )
-    device: str = field(default="cpu", metadata={"help": "torch device: cpu, cuda, cuda:1"})
+    device: str = field(
+        default="cpu",
+        metadata={"torch_device": True, "help": "torch device: cpu, cuda, cuda:1, mps"},
+    )
     torch_threads: int = field(default=1, metadata=rng(0, 1024, "0 = torch default"))
     progress: bool = field(default=True, metadata={"help": "show a progress bar"})
     video_every: int = field(
@@ -194,7 +261,8 @@ class RunConfig:
         metadata={"help": "checkpoint to start from; only algorithms with accepts_pretrained"},
     )
     buffer_device: str | None = field(
-        default=None, metadata={"help": "replay buffer device (null: the training device)"}
+        default=None,
+        metadata={"torch_device": True, "help": "replay buffer device (null: the training device)"},
     )
     collector: str = field(
         default="vector",

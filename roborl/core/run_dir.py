@@ -11,11 +11,32 @@ from pathlib import Path
 from typing import Any
 
 from roborl.core.checkpoint import atomic_write_bytes, atomic_write_json
+from roborl.core.errors import ConfigError
 
 METRICS_FILE = "metrics.jsonl"
 SUMMARY_FILE = "summary.json"
 CONFIG_FILE = "config.yaml"
 CURVE_FILE = "learning_curve.png"
+# What a run leaves that a new run in the same directory would append to or replace.
+RUN_FILES = ("checkpoints/last.pt", "checkpoints/previous.pt", METRICS_FILE, SUMMARY_FILE)
+
+
+def previous_run_files(run_dir: str | os.PathLike[str]) -> list[str]:
+    """The files of an earlier run in `run_dir` (none: a new run may start there)."""
+    return [name for name in RUN_FILES if (Path(run_dir) / name).exists()]
+
+
+def refuse_previous_run(run_dir: str | os.PathLike[str]) -> None:
+    """A ConfigError when `run_dir` already holds a run: a new run there would append its
+    metrics to the old ones, replace its summary and rotate away its checkpoints."""
+    found = previous_run_files(run_dir)
+    if found:
+        raise ConfigError(
+            f"the run directory {str(run_dir)!r} already holds a previous "
+            f"run ({', '.join(found)}); continue it with `roborl resume run_dir={run_dir}`, "
+            "or start the new run in another directory (hydra.run.dir=NEW_DIR; a sweep: "
+            "hydra.sweep.dir=NEW_DIR)."
+        )
 
 
 def _jsonable(value: Any) -> Any:

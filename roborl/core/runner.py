@@ -38,7 +38,15 @@ from roborl.core.errors import ConfigError, DivergedError, StopRun
 from roborl.core.interfaces import Algorithm
 from roborl.core.plugins import PluginHost
 from roborl.core.rewards import with_fired_frames_dir
-from roborl.core.run_dir import CONFIG_FILE, git_sha, plot_learning_curve, versions, write_summary
+from roborl.core.run_dir import (
+    CONFIG_FILE,
+    SUMMARY_FILE,
+    git_sha,
+    plot_learning_curve,
+    refuse_previous_run,
+    versions,
+    write_summary,
+)
 from roborl.core.secrets import redact
 from roborl.core.stop_signals import STOP_SIGNALS
 
@@ -132,7 +140,13 @@ class Runner:
     # -- the run -------------------------------------------------------------------------------
 
     def execute(self, resume_from: str | Path | None = None) -> dict[str, Any]:
-        """Run the algorithm's loop (or resume it), always leaving summary.json and last.pt."""
+        """Run the algorithm's loop (or resume it), always leaving summary.json and last.pt.
+
+        A new run (no `resume_from`) refuses a directory that already holds a run, before
+        writing anything: it would append to that run's metrics and replace its summary and
+        checkpoints."""
+        if not resume_from:
+            refuse_previous_run(self.run_dir)
         ckpt = load_checkpoint(resume_from) if resume_from else None
         self.ctx = ctx = self._new_context(ckpt)
         if ckpt is None:
@@ -211,7 +225,10 @@ class Runner:
             for key in ("cost_mean", "success_rate", "success_any_rate", "normalized_score"):
                 if key in last:
                     summary[f"final_eval_{key}"] = last[key]
-        write_summary(self.run_dir, summary)
+        if ctx.step or ctx.updates or not (self.run_dir / SUMMARY_FILE).exists():
+            write_summary(self.run_dir, summary)
+        else:  # failed before it started or restored anything: keep the run's own summary
+            log.info("run %s before it started; %s left as it was", self.status, SUMMARY_FILE)
         log.info(
             "run %s: %d env steps, %d updates, final eval return %s",
             self.status, ctx.step, ctx.updates, summary["final_eval_return"],

@@ -3,7 +3,7 @@ its env, written as a JSON report (and optionally an MP4)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,7 +30,9 @@ class EvalOptions:
     out: str | None = field(
         default=None, metadata={"help": "report path (default: RUN_DIR/eval.json, ./eval.json)"}
     )
-    device: str = field(default="cpu", metadata={"help": "torch device for the policy"})
+    device: str = field(
+        default="cpu", metadata={"torch_device": True, "help": "torch device for the policy"}
+    )
     model: str | None = field(
         default=None,
         metadata={"help": "a folder written by `roborl export` (safetensors; no unpickling)"},
@@ -124,7 +126,7 @@ def cmd_eval(args: list[str]) -> int:
     out = Path(opts.out or ("eval.json" if opts.model else run_dir / "eval.json"))
     step = (ckpt.get("runner") or {}).get("step")
     video = _video_path(opts, out, f"eval_step_{step}_seed_{seed}" if step else f"eval_seed_{seed}")
-    result, recorded = _run_eval(host, cfg, loaded.policy, opts, video)
+    result, recorded = _run_eval(host, cfg, loaded.policy, opts, video, ckpt, source)
     report = {
         "checkpoint": None if opts.model else str(ckpt_path),
         **({"model": str(ckpt_path)} if opts.model else {}),
@@ -195,6 +197,87 @@ def _local_robot_config(
     return cfg
 
 
+def check_saved_spaces(
+    saved: Mapping[str, Any], env: Any, cfg: Mapping[str, Any], source: str
+) -> None:
+    """Refuse an env whose observations or actions the saved policy cannot take.
+
+    Why: `env=NAME` (or `env.id=`) may pick another task than the checkpoint's; its policy
+    would otherwise fail at the first step with a bare tensor-size error. A different
+    structure (Box/Discrete/Dict, Dict keys), shape, Discrete size or dtype kind (integer
+    images vs floats) raises ConfigError naming the env and both spaces. Box bounds and float
+    precision (float32 vs float64) may differ: envs of one task vary in them and the policy
+    takes either. As for datasets (`roborl.core.dataset_spaces`), a flat observation of the
+    same size as the saved shape is accepted. Saved data without spaces is not checked.
+    """
+    from roborl.core.spaces import space_from_dict
+
+    robot = cfg.get("robot") or {}
+    env_name = f"robot:{robot['name']}" if robot.get("name") else (cfg.get("env") or {}).get("id")
+    for key, what in (("observation_space", "observes"), ("action_space", "takes actions in")):
+        spec = saved.get(key)
+        if not isinstance(spec, Mapping):
+            continue
+        want = space_from_dict(dict(spec))
+        have = getattr(env, key)
+        problem = _space_difference(want, have, flat_ok=key == "observation_space")
+        if problem:
+            raise ConfigError(
+                f"roborl eval: env {env_name!r} {what} {_describe(have)}, but the {source} "
+                f"was trained with {key} {_describe(want)} ({problem}); the policy cannot act "
+                "on it. Evaluate on the env it was trained on (leave out env=, or pick the "
+                "matching env=NAME / env.id=)."
+            )
+
+
+def _space_difference(want: Any, have: Any, flat_ok: bool, at: str = "") -> str | None:
+    """What makes space `have` unusable where `want` was saved, or None when it is usable."""
+    import gymnasium as gym
+    import numpy as np
+
+    def kind(space: Any) -> str:
+        for cls in (gym.spaces.Dict, gym.spaces.Discrete, gym.spaces.Box):
+            if isinstance(space, cls):
+                return cls.__name__
+        return type(space).__name__
+
+    where = f" at key {at!r}" if at else ""
+    if kind(want) != kind(have):
+        return f"space type{where}: saved {kind(want)}, env {kind(have)}"
+    if isinstance(want, gym.spaces.Dict):
+        if set(want.spaces) != set(have.spaces):
+            return f"keys{where}: saved {sorted(want.spaces)}, env {sorted(have.spaces)}"
+        for k in want.spaces:
+            sub = _space_difference(want[k], have[k], False, f"{at}/{k}" if at else k)
+            if sub:
+                return sub
+        return None
+    if isinstance(want, gym.spaces.Discrete):
+        if int(want.n) != int(have.n) or int(want.start) != int(have.start):
+            return f"size{where}: saved {want}, env {have}"
+        return None
+    w_shape, h_shape = tuple(want.shape or ()), tuple(have.shape or ())
+    same_size = int(np.prod(w_shape)) == int(np.prod(h_shape)) and len(h_shape) == 1
+    if w_shape != h_shape and not (flat_ok and same_size):
+        return f"shape{where}: saved {w_shape}, env {h_shape}"
+    w_kind, h_kind = np.dtype(want.dtype), np.dtype(have.dtype)
+    if w_kind != h_kind and not (w_kind.kind == h_kind.kind == "f"):
+        return f"dtype{where}: saved {w_kind}, env {h_kind}"
+    return None
+
+
+def _describe(space: Any) -> str:
+    """A space in a few words: `Box(shape (11,), float64)`, `Dict(image: ..., state: ...)`."""
+    import gymnasium as gym
+
+    if isinstance(space, gym.spaces.Dict):
+        inner = ", ".join(f"{k}: {_describe(v)}" for k, v in space.spaces.items())
+        return f"Dict({inner})"
+    if isinstance(space, gym.spaces.Box):
+        return f"Box(shape {tuple(space.shape)}, {space.dtype})"
+    return str(space)
+
+
 def _video_path(opts: EvalOptions, out: Path, stem: str) -> Path | None:
     """`videos/<stem>.mp4` beside the eval report, when `video=true`."""
     from roborl.core.video import VIDEO_DIR
@@ -203,13 +286,21 @@ def _video_path(opts: EvalOptions, out: Path, stem: str) -> Path | None:
 
 
 def _run_eval(
-    host: Any, cfg: dict[str, Any], policy: Any, opts: EvalOptions, video: Path | None
+    host: Any,
+    cfg: dict[str, Any],
+    policy: Any,
+    opts: EvalOptions,
+    video: Path | None,
+    saved: Mapping[str, Any],
+    source: str,
 ) -> tuple[dict[str, Any], tuple[Path, int] | None]:
-    """Evaluate `policy` on the config's env; with `video`, record the first episodes to it."""
+    """Evaluate `policy` on the config's env; with `video`, record the first episodes to it.
+    The env's spaces are first checked against those `saved` with the policy (`source`)."""
     from roborl.core.evaluate import evaluate
 
     env = _eval_env(host, cfg, opts, video)
     try:
+        check_saved_spaces(saved, env, cfg, source)
         result = evaluate(policy.act, env, opts.episodes, seed=opts.seed, reset_policy=policy.reset)
         recorded = _finish_video(env)
     finally:

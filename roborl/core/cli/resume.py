@@ -1,4 +1,7 @@
-"""`roborl resume run_dir=PATH`: continue an interrupted run from its checkpoints/last.pt."""
+"""`roborl resume run_dir=PATH`: continue an interrupted run from its checkpoints/last.pt.
+
+A missing or unreadable last.pt falls back to previous.pt (`load_checkpoint` warns).
+"""
 
 from __future__ import annotations
 
@@ -43,8 +46,9 @@ def resume_help(args: Sequence[str]) -> str:
     values = {k: v for k, v in saved.items() if k in RunConfig.__dataclass_fields__}
     return (
         "usage: roborl resume run_dir=PATH [RUN_KEY=VALUE ...]\n\n"
-        "Continue a run from RUN_DIR/checkpoints/last.pt with its saved config.yaml; run-level\n"
-        "keys may be changed (e.g. total_steps=50000 to extend it), the algorithm may not.\n\n"
+        "Continue a run from RUN_DIR/checkpoints/last.pt (previous.pt where last.pt is missing\n"
+        "or unreadable) with its saved config.yaml; run-level keys may be changed (e.g.\n"
+        "total_steps=50000 to extend it), the algorithm may not.\n\n"
         + section("Keys", field_lines(ResumeOptions))
         + "\n"
         + section(title, field_lines(RunConfig, values=values))
@@ -55,6 +59,7 @@ def resume_help(args: Sequence[str]) -> str:
 
 
 def cmd_resume(args: list[str]) -> int:
+    from roborl.core.checkpoint import PREVIOUS_NAME
     from roborl.core.compose import compose_saved
     from roborl.core.runner import Runner
 
@@ -70,11 +75,12 @@ def cmd_resume(args: list[str]) -> int:
     run_dir = Path(opts.run_dir)
     config_path = run_dir / "config.yaml"
     last = run_dir / "checkpoints" / "last.pt"
+    previous = last.with_name(PREVIOUS_NAME)
     if not config_path.exists():
         raise ConfigError(
             f"roborl resume: {str(run_dir)!r} has no config.yaml; is it a roborl run directory?"
         )
-    if not last.exists():
+    if not last.exists() and not previous.exists():  # load_checkpoint falls back to previous.pt
         raise ConfigError(
             f"roborl resume: {str(run_dir)!r} has no checkpoints/last.pt yet (the run stopped "
             "before its first checkpoint); start it again with roborl train."

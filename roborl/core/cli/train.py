@@ -98,13 +98,37 @@ def _train_overrides(args: Sequence[str]) -> list[str]:
     return [a for a in args if not a.startswith("-") and ("=" in a or a.startswith("~"))]
 
 
+def _given_run_dir(args: Sequence[str], overrides: Sequence[str]) -> str | None:
+    """The `hydra.run.dir=` of a single run, when given literally (no `${...}`)."""
+    from roborl.core.compose import parse_overrides
+
+    parsed = parse_overrides(overrides, "train")
+    if any(a in ("-m", "--multirun") for a in args) or any(
+        ov.key_or_group == "hydra.mode" for ov in parsed
+    ):
+        return None  # a sweep: each job has its own directory, which the runner checks
+    for ov in parsed:
+        if ov.key_or_group == "hydra.run.dir" and not ov.is_sweep_override():
+            value = ov.value()
+            if isinstance(value, str) and "${" not in value:
+                return value
+    return None
+
+
 def cmd_train(args: list[str]) -> int:
     import hydra
     from hydra.core.hydra_config import HydraConfig
     from hydra.errors import HydraException
     from omegaconf import DictConfig
 
-    from roborl.core.compose import PRIMARY, compose, first_point, parse_overrides, register_configs
+    from roborl.core.compose import (
+        PRIMARY,
+        first_point,
+        parse_overrides,
+        register_configs,
+        tuned_overrides,
+    )
+    from roborl.core.run_dir import refuse_previous_run
     from roborl.core.runner import Runner
 
     host = load_host(args)
@@ -114,7 +138,9 @@ def cmd_train(args: list[str]) -> int:
     # Compose once before Hydra runs, so a bad key or option is roborl's one-paragraph error
     # (a sweep is checked at its first point).
     overrides = _train_overrides(args)
-    compose(host, first_point(overrides, "train"), "train")
+    # `~tuned` when a tuned preset was picked for another env id (`env.id=` given): Hydra's own
+    # composition below would apply it (a sweep is decided at its first point).
+    untuned = tuned_overrides(host, first_point(overrides, "train"))
     sampled = [o.input_line for o in parse_overrides(overrides, "train") if o.is_interval_sweep()]
     if sampled and not any(a.startswith("hydra/sweeper=") for a in overrides):
         raise ConfigError(
@@ -122,6 +148,9 @@ def cmd_train(args: list[str]) -> int:
             "sample it with `roborl tune ... num_samples=N` (Ray Tune), or give a sampling "
             "sweeper (hydra/sweeper=optuna, if installed)."
         )
+    if (given := _given_run_dir(args, overrides)) is not None:
+        # Before Hydra writes .hydra/ and cli.log there; the runner checks every run again.
+        refuse_previous_run(given)
     register_configs(host)
 
     @hydra.main(config_path="../../configs", config_name=PRIMARY, version_base="1.3")
@@ -142,7 +171,7 @@ def cmd_train(args: list[str]) -> int:
         return summary.get("final_eval_return")
 
     saved = sys.argv
-    sys.argv = ["roborl train", *args, *logs.hydra_overrides(overrides)]
+    sys.argv = ["roborl train", *untuned, *args, *logs.hydra_overrides(overrides)]
     try:
         train_job()
     except (ValueError, HydraException) as exc:  # Hydra's flag and sweep checks
