@@ -139,3 +139,14 @@ def test_train_cfg_job_with_other_env_id_has_no_tuned_settings(cli) -> None:
     proc = cli("train", "--cfg", "job")
     algo = yaml.safe_load(proc.stdout)["algo"]
     assert (algo["actor_lr"], algo["hidden_sizes"]) == (1.0e-3, [128, 128]), "the README run"
+
+
+def test_a_buffer_smaller_than_a_batch_is_refused(cli) -> None:
+    """algo.buffer_size=10 under batch_size 256 used to run to the end without one update."""
+    proc = cli(
+        "train", "algo.buffer_size=10", "total_steps=300", "learning_starts=50",
+        "progress=false", check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert "algo.buffer_size=10 is smaller than algo.batch_size=256" in proc.stderr
+    assert "Traceback" not in proc.stderr

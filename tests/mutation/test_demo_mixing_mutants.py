@@ -89,6 +89,17 @@ def test_the_seeded_generator_alone_decides_both_parts() -> None:
         assert torch.equal(a.obs, b.obs) and torch.equal(a.actions, b.actions)
 
 
+def test_the_seeded_generator_decides_one_step_batches_too() -> None:
+    """Without `returns` (plain one-step rows) the generator reaches both parts as well."""
+    online, demos = filled(40, 0.0), filled(20, 1.0)
+    batches = []
+    for global_seed in (1, 2):
+        torch.manual_seed(global_seed)  # must not matter: the generator is passed through
+        batches.append(sample_mixed(online, demos, 16, 0.5, torch.Generator().manual_seed(7)))
+    assert torch.equal(batches[0].obs, batches[1].obs)
+    assert torch.equal(batches[0].actions, batches[1].actions)
+
+
 def test_extras_one_buffer_lacks_are_zeros_of_the_others_shape_and_dtype() -> None:
     extras = {**EXTRAS, "vec": ((2,), np.float32)}
     online, demos = filled(40, 0.0, with_costs=False), filled(20, 1.0, extras=extras)

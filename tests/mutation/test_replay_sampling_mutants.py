@@ -136,3 +136,9 @@ def test_an_n_step_row_carries_the_extras_of_its_first_step() -> None:
     batch = buf.sample_nstep(16, 3, GAMMA, torch.Generator().manual_seed(0))
     assert set(batch.extras) == {"flag"}
     assert batch.extras["flag"].tolist() == [10.0 * x for x in batch.obs[:, 0].tolist()]
+
+
+def test_a_buffer_can_sample_once_it_holds_exactly_one_batch() -> None:
+    """The loop's first update comes as soon as the buffer holds `batch_size` rows."""
+    buf = filled(8, 4)
+    assert buf.can_sample(4) and buf.can_sample(3) and not buf.can_sample(5)

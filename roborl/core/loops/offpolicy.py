@@ -46,6 +46,12 @@ def replay_buffer(ctx: TrainContext, algo: Algorithm) -> ReplayBuffer:
             "the loop has no batch_size/buffer_size/gamma/n_step to read. Subclass it in the "
             "algorithm's Config (or declare another loop)."
         )
+    if cfg.buffer_size < cfg.batch_size:  # it would never hold a batch: no update, ever
+        raise ConfigError(
+            f"algo.buffer_size={cfg.buffer_size} is smaller than algo.batch_size="
+            f"{cfg.batch_size}: the replay buffer could never hold one batch, so the run would "
+            "never update. Raise algo.buffer_size or lower algo.batch_size."
+        )
     obs_space, act_space = algo.observation_space, algo.action_space
     discrete = isinstance(act_space, gym.spaces.Discrete)
     capacity = max(min(cfg.buffer_size, ctx.run.total_steps), 1)
