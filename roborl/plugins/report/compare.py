@@ -117,13 +117,13 @@ def compare_help() -> str:
         "(decision table, seeds used, error level), the run directories under out/runs/\n"
         "and a roborl report of them under out/report/.\n\n"
         "A METHOD is one quoted argument: `algo=NAME`, or several overrides separated by\n"
-        "spaces ('algo=sac algo.utd_ratio=4'), optionally named 'LABEL: overrides'.\n"
+        "spaces ('algo=sac utd_ratio=4'), optionally named 'LABEL: overrides'.\n"
         "Every other key=value applies to all methods (env=, total_steps=, eval_episodes=...);\n"
         "env=a,b compares on each task (AdaStop per task at alpha/T, Bonferroni).\n\n"
         + section("Keys", field_lines(CompareOptions))
         + "\nExamples:\n"
         "  roborl compare algo=sac algo=dsac_t env=hopper total_steps=100000 n=5 max_groups=4\n"
-        "  roborl compare 'a: algo=sac' 'b: algo=sac algo.utd_ratio=4' env=inverted_pendulum\n"
+        "  roborl compare 'a: algo=sac' 'b: algo=sac utd_ratio=4' env=inverted_pendulum\n"
         "  roborl compare algo=sac algo=random env=inverted_pendulum,hopper total_steps=5000\n"
         "Seeds: at most n*K runs per method. A group can decide a pair only when the\n"
         "smallest p-value its permutations allow, 2/C(2n,n) in the first group, is within\n"
@@ -166,7 +166,7 @@ def parse_methods(args: Sequence[str]) -> tuple[list[Method], list[str]]:
     if len(methods) < 2:
         raise ConfigError(
             f"roborl compare: give two or more methods (got {len(methods)}), each one quoted "
-            "argument such as algo=sac or 'fast: algo=sac algo.utd_ratio=4'; roborl compare "
+            "argument such as algo=sac or 'fast: algo=sac utd_ratio=4'; roborl compare "
             "--help shows examples."
         )
     labels = [m.label for m in methods]
