@@ -180,6 +180,18 @@ def _sent_near(
     return bool(np.any(np.all(np.isclose(values[near], action, atol=1e-6), axis=1)))
 
 
+def _held_over_a_late_step(
+    action: np.ndarray, at: float, times: np.ndarray, values: np.ndarray, period: float
+) -> bool:
+    """Whether `action` is the last command sent before `at` while the controller's next one
+    came more than half a period late: the converter's zero-order hold (its docstring), as a
+    robot would have kept executing the old command. The recorder's own Python loop runs late
+    on a loaded machine."""
+    before = np.flatnonzero(times <= at)
+    late = not np.any((times > at) & (times <= at + period / 2))
+    return bool(late and len(before) and np.allclose(values[before[-1]], action, atol=1e-6))
+
+
 def test_recorded_episode_round_trips_within_one_control_period(recording: Path) -> None:
     sent = json.loads((recording / "sent.json").read_text())["sent"]
     times = np.array([t for t, _ in sent])
@@ -203,8 +215,12 @@ def test_recorded_episode_round_trips_within_one_control_period(recording: Path)
         for e, sl in enumerate(ds.episodes())
         for k, row in enumerate(range(sl.start, sl.stop))
     ]
+    held = 0
     for row, tick in steps:
-        assert _sent_near(ds.actions[row], tick, times, values, period), row
+        if not _sent_near(ds.actions[row], tick, times, values, period):
+            assert _held_over_a_late_step(ds.actions[row], tick, times, values, period), row
+            held += 1
+    assert held <= 5, held  # a late controller step now and then, not an offset of the ticks
     # the person's stretch is flagged (give or take a step where Joy and command crossed on
     # the wire), and its actions are the person's command
     rows = np.asarray(ds.metadata["intervened_rows"])
