@@ -22,8 +22,30 @@ RUN_FILES = ("checkpoints/last.pt", "checkpoints/previous.pt", METRICS_FILE, SUM
 
 
 def previous_run_files(run_dir: str | os.PathLike[str]) -> list[str]:
-    """The files of an earlier run in `run_dir` (none: a new run may start there)."""
-    return [name for name in RUN_FILES if (Path(run_dir) / name).exists()]
+    """The files of an earlier run in `run_dir` that got somewhere (none: a new run may start
+    there). A run that failed during its setup (a typo in a key) leaves an empty metrics file
+    and a summary with no step: nothing to lose, so it does not block the corrected run."""
+    found = []
+    for name in RUN_FILES:
+        path = Path(run_dir) / name
+        if not path.is_file():
+            continue
+        if name == METRICS_FILE and path.stat().st_size == 0:
+            continue
+        if name == SUMMARY_FILE and not _summary_made_progress(path):
+            continue
+        found.append(name)
+    return found
+
+
+def _summary_made_progress(path: Path) -> bool:
+    try:
+        summary = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return True  # unreadable: keep it rather than guess
+    if not isinstance(summary, dict):
+        return True
+    return bool(summary.get("steps") or summary.get("updates"))
 
 
 def refuse_previous_run(run_dir: str | os.PathLike[str]) -> None:

@@ -148,3 +148,7 @@ def test_runner_setup_failure_keeps_summary_only_of_a_started_run(tmp_path: Path
         Runner(_cfg(env={"id": "NoSuchEnv-v0"}), fresh, host).execute()
     crashed = _summary(fresh)
     assert crashed["status"] == "crashed" and crashed["steps"] == 0
+
+    # ... and, having taken no step, it does not block the corrected run in its directory
+    summary = Runner(_cfg(), fresh, host).execute()
+    assert summary["status"] == "finished" and _summary(fresh)["steps"] == 200
