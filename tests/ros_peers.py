@@ -13,8 +13,14 @@ PRELUDE = textwrap.dedent(
     import rclpy
     from rclpy.executors import MultiThreadedExecutor
 
+    _out_lock = threading.Lock()
+
     def out(**kw):
-        print(json.dumps(kw), flush=True)
+        # one write per line, under a lock: print() writes the text and the newline apart, so
+        # a callback thread's line could land in between and both events were lost as bad JSON
+        with _out_lock:
+            sys.stdout.write(json.dumps(kw) + "\n")
+            sys.stdout.flush()
 
     def wait(pred, timeout):
         end = time.monotonic() + timeout

@@ -12,6 +12,7 @@ import dataclasses
 import json
 import signal
 import sys
+import threading
 from typing import Any, Protocol, TypeVar
 
 from roborl.core.config import build_config
@@ -27,8 +28,17 @@ class LogSink(Protocol):
     def log(self, level: int, message: str) -> None: ...
 
 
+_EVENT_LOCK = threading.Lock()
+
+
 def emit_event(**fields: Any) -> None:
-    print(json.dumps(fields), flush=True)
+    """One JSON line on stdout, whole: written in one call under a lock, because `print`
+    writes the text and the newline apart, and a line another thread (a watchdog, a service
+    callback) printed in between made both unreadable to a script reading the events."""
+    line = json.dumps(fields) + "\n"
+    with _EVENT_LOCK:
+        sys.stdout.write(line)
+        sys.stdout.flush()
 
 
 def announce(transport: LogSink | None, level: int, **fields: Any) -> None:
