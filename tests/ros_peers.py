@@ -19,7 +19,7 @@ PRELUDE = textwrap.dedent(
         # one write per line, under a lock: print() writes the text and the newline apart, so
         # a callback thread's line could land in between and both events were lost as bad JSON
         with _out_lock:
-            sys.stdout.write(json.dumps(kw) + "\n")
+            sys.stdout.write(json.dumps(kw) + "\\n")
             sys.stdout.flush()
 
     def wait(pred, timeout):
