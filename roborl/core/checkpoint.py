@@ -213,22 +213,6 @@ def _check_map_location(map_location: str | torch.device) -> None:
     check_device("device", str(map_location))
 
 
-def _devices_here() -> str:
-    from roborl.core.config import device_choices
-
-    return ", ".join(device_choices())
-
-
-def _is_device_error(exc: Exception) -> bool:
-    """torch.load failing over the device it maps tensors to, not over the file's bytes."""
-    text = str(exc)
-    return (
-        isinstance(exc, (RuntimeError, AssertionError))
-        and ("CUDA" in text or "cuda" in text or "MPS" in text or "mps" in text)
-        and "PytorchStreamReader" not in text
-    )
-
-
 def load_checkpoint(
     path: str | os.PathLike[str], map_location: str | torch.device = "cpu"
 ) -> dict[str, Any]:
@@ -267,12 +251,6 @@ def load_checkpoint(
         raise
     except Exception as exc:
         reason = _reason(exc)
-        if _is_device_error(exc):
-            raise CheckpointError(
-                f"checkpoint {str(path)!r} could not be loaded onto device="
-                f"{str(map_location)!r} ({reason}); the file itself was not found faulty. "
-                f"Devices here: {_devices_here()}."
-            ) from None
         if path.name == "last.pt" and previous.exists():
             warnings.warn(
                 f"checkpoint {str(path)!r} could not be read ({reason}); using the one it "
