@@ -87,7 +87,8 @@ def train_args(a: argparse.Namespace, demos: Path, seed: int, run_dir: Path) -> 
     return [
         "train", *env_args(a), f"algo={a.algo}", f"algo.num_critics={a.critics}",
         "algo.critic_subsample=null" if a.critics <= 2 else "algo.critic_subsample=2",
-        f"algo.critic_steps={a.critic_steps}", f"algo.n_step={a.n_step}", f"demos={demos}",
+        f"algo.critic_steps={a.critic_steps}", f"algo.batch_size={a.rows * a.critic_steps}",
+        f"algo.n_step={a.n_step}", f"algo.bc_weight={a.bc_weight}", f"demos={demos}",
         *person, f"total_steps={a.steps}", f"learning_starts={a.learning_starts}",
         f"eval_every={a.eval_every}", f"eval_episodes={a.eval_episodes}",
         f"checkpoint_every={a.steps}", f"log_every={a.log_every}", "progress=false",
@@ -331,7 +332,15 @@ def main() -> None:
     # the loaded 2-core machine, these at 4-5 (benchmarks/results/hil_manipulation_gate.md).
     p.add_argument("--critics", type=int, default=2)
     p.add_argument("--critic-steps", type=int, default=2)
+    p.add_argument(
+        "--rows", type=int, default=128,
+        help="rows per critic step (half demos); algo.batch_size = rows * critic steps",
+    )  # fmt: skip
     p.add_argument("--n-step", type=int, default=3)
+    p.add_argument(
+        "--bc-weight", type=float, default=0.0,
+        help="algo.bc_weight: Nair et al.'s Q-filtered BC on demo and intervention rows",
+    )  # fmt: skip
     p.add_argument("--person", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--window-s", type=float, default=0.4)
     p.add_argument("--max-takeover-s", type=float, default=1.0)

@@ -84,6 +84,20 @@ class DrQConfig(SoftActorCriticConfig):
             "elsewhere, or when capture fails, eager with a one-line warning"
         },
     )
+    bc_weight: float = field(
+        default=0.0,
+        metadata=rng(
+            0.0, None, "weight of a behaviour-cloning term on the demo and intervention rows "
+            "in the actor loss (Nair et al. 2018); 0 = off (SERL, RLPD)",
+        ),
+    )  # fmt: skip
+    bc_q_filter: bool = field(
+        default=True,
+        metadata={
+            "help": "clone a demo action only where the critics rate it above the policy's "
+            "(Nair et al. 2018's Q-filter)"
+        },
+    )
     log_std_min: float = field(default=-10.0, metadata={"help": "actor log-std lower bound"})
     log_std_max: float = field(default=2.0, metadata={"help": "actor log-std upper bound"})
 

@@ -36,6 +36,15 @@ Papers and code read:
   (`backup_entropy=False`), temperature from 1e-2, 50/50 demo/online batches, and
   `critic_actor_ratio` = 4 critic steps per actor step.
 
+- BC with the Q-filter: Nair, McGrew, Andrychowicz, Zaremba, Abbeel, "Overcoming Exploration
+  in Reinforcement Learning with Demonstrations", ICRA 2018, arXiv 1709.10089 (Sec. IV-B/C):
+  an auxiliary actor loss lambda_2 sum_i ||pi(s_i) - a_i||^2 over demo transitions, counted
+  only where Q(s_i, a_i) > Q(s_i, pi(s_i)). Off by default (`bc_weight` 0: neither SERL nor
+  RLPD has it); issue 48's state gate measures it. Here the demo rows are the batch's
+  `is_demo` rows of the last minibatch (demos and a person's interventions, HIL-SERL's demo
+  buffer), pi(s) is the mean action, Q is reduced over the ensemble as in the actor loss, and
+  the term is averaged over the demo rows where the paper sums (so `bc_weight` is per row).
+
 Two algorithms with these defaults:
 
 - ``algo=drq``: pixel SAC from scratch (DrQ): 2 critics, min of both in target and actor
@@ -289,6 +298,29 @@ class DrQ(Algorithm):
         alpha = self.log_alpha.detach().exp()
         return (alpha * logp - q_pi).mean(), logp
 
+    def bc_loss(
+        self, feat: torch.Tensor, actions: torch.Tensor, is_demo: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Nair et al. (2018)'s behaviour cloning with the Q-filter, on the demo rows: the
+        squared distance of the policy's mean action to the demo's, counted where the critics
+        (reduced as in the actor loss) rate the demo action above the policy's. Averaged over
+        the demo rows (the paper sums over its demo minibatch). Returns the loss and the
+        fraction of demo rows the filter kept."""
+        feat = feat.detach()
+        mu = self.actor.deterministic(feat)
+        demo = is_demo.reshape(-1).to(mu.dtype)
+        keep = demo
+        if self.config.bc_q_filter:
+            with torch.no_grad():
+                both = torch.cat([torch.cat([feat, actions], -1), torch.cat([feat, mu], -1)])
+                q = self.critic(both).squeeze(-1)
+                q = q.min(0).values if self.config.actor_q == "min" else q.mean(0)
+                q_demo, q_pi = q.chunk(2)
+            keep = demo * (q_demo > q_pi).to(mu.dtype)
+        n_demo = demo.sum().clamp(min=1.0)
+        loss = (keep * (mu - actions).pow(2).sum(-1)).sum() / n_demo
+        return loss, keep.sum() / n_demo
+
     def _demo_layout(self, batch: Batch) -> tuple[int, int, int] | None:
         """(rows, first demo row, demo rows) when the demo rows are one contiguous block
         known without reading the device: no `is_demo` (no demo rows), `Batch.demo_rows` (the
@@ -404,6 +436,11 @@ class DrQ(Algorithm):
             )
             critic_losses.append(loss.detach())
         actor_loss, logp = self.actor_loss(feat)
+        extra: dict[str, torch.Tensor] = {}
+        if cfg.bc_weight > 0 and is_demo is not None:
+            bc, kept = self.bc_loss(feat, actions[idx], is_demo[idx])
+            actor_loss = actor_loss + cfg.bc_weight * bc
+            extra = {"bc_loss": bc.detach(), "bc_kept": kept.detach()}
         self.actor_opt.zero_grad(set_to_none=True)
         actor_loss.backward()
         self.actor_opt.step()
@@ -413,6 +450,7 @@ class DrQ(Algorithm):
             "entropy": -logp.detach().mean(),
             "q_mean": q.detach().mean(),
             "alpha": self.log_alpha.detach().exp(),
+            **extra,
         }
         if cfg.autotune_alpha:
             alpha_loss = -(self.log_alpha.exp() * (logp.detach() + self.target_entropy)).mean()
