@@ -41,7 +41,8 @@ class SoftActorCriticConfig(OffPolicyConfig):
     critic_lr: float = field(default=3e-4, metadata=rng(0.0, 1.0, "critic Adam learning rate"))
     alpha_lr: float = field(default=3e-4, metadata=rng(0.0, 1.0, "temperature Adam learning rate"))
     hidden_sizes: list[int] = field(
-        default_factory=lambda: [256, 256], metadata={"help": "hidden widths, actor and critics"}
+        default_factory=lambda: [256, 256],
+        metadata=rng(1, None, "hidden widths, actor and critics"),
     )
     activation: str = field(
         default="relu", metadata={"choices": ACTIVATION_CHOICES, "help": "hidden activation"}

@@ -158,14 +158,23 @@ def _check_range(key: str, value: Any, meta: Mapping[str, Any]) -> None:
     if "choices" in meta and value not in meta["choices"]:
         choices = ", ".join(map(str, meta["choices"]))
         raise ConfigError(f"{key}={value!r} is not accepted: expected one of {choices}.")
-    if "range" in meta and isinstance(value, (int, float)):
-        lo, hi = meta["range"]
-        if (lo is not None and value < lo) or (hi is not None and value > hi):
-            lo_s = "-inf" if lo is None else lo
-            hi_s = "inf" if hi is None else hi
+    if "range" not in meta:
+        return
+    lo, hi = meta["range"]
+    lo_s, hi_s = ("-inf" if lo is None else lo), ("inf" if hi is None else hi)
+    if isinstance(value, (list, tuple)):  # a list field's range holds for each entry
+        bad = [v for v in value if isinstance(v, (int, float)) and not _within(v, lo, hi)]
+        if bad:
             raise ConfigError(
-                f"{key}={value!r} is out of range: expected {lo_s} <= {key} <= {hi_s}."
+                f"{key}={list(value)!r} is out of range: expected {lo_s} <= each entry <= "
+                f"{hi_s}, got {bad[0]!r}."
             )
+    elif isinstance(value, (int, float)) and not _within(value, lo, hi):
+        raise ConfigError(f"{key}={value!r} is out of range: expected {lo_s} <= {key} <= {hi_s}.")
+
+
+def _within(value: float, lo: float | None, hi: float | None) -> bool:
+    return (lo is None or value >= lo) and (hi is None or value <= hi)
 
 
 def build_config(cls: type[T], values: Mapping[str, Any] | None, prefix: str = "") -> T:

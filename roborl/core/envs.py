@@ -38,6 +38,18 @@ def _gym_ids() -> list[str]:
     return sorted(gym.envs.registry.keys())
 
 
+def _max_episode_steps(value: Any) -> int | None:
+    """`env.max_episode_steps`: a positive whole number, or null for the env's own limit."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(
+            f"env.max_episode_steps={value!r} is not accepted: expected a whole number >= 1 "
+            "(steps before an episode is truncated), or null for the env's own limit."
+        )
+    return value
+
+
 def env_factory(
     registry: Registry, env_cfg: Mapping[str, Any], goal_obs: bool = False
 ) -> Callable[[], gym.Env]:
@@ -49,7 +61,7 @@ def env_factory(
             "env.id is not set: pass env=<name> (e.g. env=halfcheetah) or env.id=<id>."
         )
     kwargs = dict(env_cfg.get("kwargs") or {})
-    max_steps = env_cfg.get("max_episode_steps")
+    max_steps = _max_episode_steps(env_cfg.get("max_episode_steps"))
     if env_id in registry.envs:
         factory = registry.get("envs", env_id)  # raises if two plugins claim the id
 

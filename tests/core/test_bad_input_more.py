@@ -150,3 +150,24 @@ def test_a_buffer_smaller_than_a_batch_is_refused(cli) -> None:
     assert proc.returncode != 0
     assert "algo.buffer_size=10 is smaller than algo.batch_size=256" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("algo", ["sac", "dsac_t", "iql", "fisor", "rlpd"])
+def test_a_zero_hidden_width_is_a_config_error_naming_the_key(algo: str) -> None:
+    """`algo.hidden_sizes=[0]` used to end in a ZeroDivisionError from the weight init."""
+    from roborl.core.algorithms import resolve_algorithm
+
+    algo_cfg = compose(get_host(), [f"algo={algo}"]).algo
+    values = {**dict(algo_cfg), "hidden_sizes": [64, 0]}
+    with pytest.raises(ConfigError, match=r"hidden_sizes=\[64, 0\].*got 0"):
+        resolve_algorithm(get_host(), values)
+
+
+@pytest.mark.parametrize("value", [-1, 0, 2.5, "many"])
+def test_a_bad_max_episode_steps_is_a_config_error(value: object) -> None:
+    """`env.max_episode_steps=-1` used to be accepted and reach Gymnasium's TimeLimit."""
+    from roborl.core.envs import env_factory
+
+    registry = get_host().registry
+    with pytest.raises(ConfigError, match=r"env\.max_episode_steps=.* whole number >= 1"):
+        env_factory(registry, {"id": "Pendulum-v1", "max_episode_steps": value})

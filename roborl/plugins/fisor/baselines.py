@@ -49,7 +49,9 @@ def safe_subset(dataset: Any, cost_limit: float) -> Any:
 class BCConfig:
     lr: float = field(default=1e-3, metadata=rng(0.0, 1.0))
     batch_size: int = field(default=256, metadata=rng(1, None))
-    hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])
+    hidden_sizes: list[int] = field(
+        default_factory=lambda: [256, 256], metadata=rng(1, None, "hidden widths")
+    )
     safe_only: bool = False
     cost_limit: float = field(default=0.0, metadata=rng(0.0, None, "episode cost for BC-safe"))
 

@@ -138,7 +138,9 @@ class FISORConfig:
     actor_dropout: float = field(default=0.1, metadata=rng(0.0, 1.0))
     critic_lr: float = field(default=3e-4, metadata=rng(0.0, 1.0))
     batch_size: int = field(default=256, metadata=rng(1, None))
-    hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])
+    hidden_sizes: list[int] = field(
+        default_factory=lambda: [256, 256], metadata=rng(1, None, "hidden widths")
+    )
     num_critics: int = field(default=2, metadata=rng(1, 64))
     normalize_reward: bool = True
 

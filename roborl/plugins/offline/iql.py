@@ -151,7 +151,9 @@ class IQLConfig:
     critic_lr: float = field(default=3e-4, metadata=rng(0.0, 1.0))
     value_lr: float = field(default=3e-4, metadata=rng(0.0, 1.0))
     batch_size: int = field(default=256, metadata=rng(1, None))
-    hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])
+    hidden_sizes: list[int] = field(
+        default_factory=lambda: [256, 256], metadata=rng(1, None, "hidden widths")
+    )
     activation: str = field(default="relu", metadata={"choices": ["relu", "gelu", "elu", "tanh"]})
     num_critics: int = field(default=2, metadata=rng(1, 64))
     max_steps: int | None = field(

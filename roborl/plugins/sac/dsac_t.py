@@ -88,7 +88,7 @@ class DSACTConfig(SoftActorCriticConfig):
     critic_lr: float = field(default=1e-4, metadata=rng(0.0, 1.0, "critic Adam learning rate"))
     hidden_sizes: list[int] = field(
         default_factory=lambda: [256, 256, 256],
-        metadata={"help": "hidden widths, actor and critics"},
+        metadata=rng(1, None, "hidden widths, actor and critics"),
     )
     activation: str = field(
         default="gelu",
