@@ -88,8 +88,9 @@ def train_args(a: argparse.Namespace, demos: Path, seed: int, run_dir: Path) -> 
         "train", *env_args(a), f"algo={a.algo}", f"algo.num_critics={a.critics}",
         "algo.critic_subsample=null" if a.critics <= 2 else "algo.critic_subsample=2",
         f"algo.critic_steps={a.critic_steps}", f"algo.batch_size={a.rows * a.critic_steps}",
-        f"algo.n_step={a.n_step}", f"algo.bc_weight={a.bc_weight}", f"demos={demos}",
-        *person, f"total_steps={a.steps}", f"learning_starts={a.learning_starts}",
+        f"algo.n_step={a.n_step}", f"algo.bc_weight={a.bc_weight}",
+        f"algo.bc_q_filter={str(a.bc_q_filter).lower()}", f"demos={demos}",
+        *person, f"utd_ratio={a.utd_ratio}", f"total_steps={a.steps}", f"learning_starts={a.learning_starts}",
         f"eval_every={a.eval_every}", f"eval_episodes={a.eval_episodes}",
         f"checkpoint_every={a.steps}", f"log_every={a.log_every}", "progress=false",
         "torch_threads=1", f"seed={seed}", f"hydra.run.dir={run_dir}",
@@ -337,9 +338,14 @@ def main() -> None:
         help="rows per critic step (half demos); algo.batch_size = rows * critic steps",
     )  # fmt: skip
     p.add_argument("--n-step", type=int, default=3)
+    p.add_argument("--utd-ratio", type=float, default=1.0, help="update calls per env step")
     p.add_argument(
         "--bc-weight", type=float, default=0.0,
         help="algo.bc_weight: Nair et al.'s Q-filtered BC on demo and intervention rows",
+    )  # fmt: skip
+    p.add_argument(
+        "--bc-q-filter", action=argparse.BooleanOptionalAction, default=True,
+        help="algo.bc_q_filter: clone only demo actions the critics prefer",
     )  # fmt: skip
     p.add_argument("--person", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--window-s", type=float, default=0.4)

@@ -11,7 +11,7 @@ from roborl.core.compose import compose_dict
 from roborl.core.envs import env_factory
 from roborl.core.errors import ConfigError
 from roborl.core.plugins import get_host
-from roborl.sim.benchmarks.fetch_pixels import WORKSPACE, FetchPixelEnv
+from roborl.sim.benchmarks.fetch_pixels import PUSH_DONE, WORKSPACE, FetchPixelEnv
 
 
 def success_rate(env: FetchPixelEnv, act, episodes: int) -> float:
@@ -157,14 +157,15 @@ def test_playing_on_after_success_gives_many_success_frames_and_the_expert_holds
 ):
     """`end_on_success=False` is how the classifier's frames are recorded: the episode runs to
     its step limit, reward and `info["success"]` follow the task each step, and the expert,
-    once the block is on the goal, stops moving the gripper so the block stays there."""
+    once the block is within 3 cm of the goal, stops moving the gripper so the block stays
+    there (inside Fetch's 5 cm but beyond 3 cm it pushes on)."""
     env = FetchPixelEnv("push", image_size=16, max_episode_steps=40, end_on_success=False)
     env.reset(seed=3)
     successes, steps, held = [], 0, []
     while True:
-        was_success = env.success()
+        done = env.progress() < PUSH_DONE
         action = env.expert_action()
-        if was_success:
+        if done:
             held.append(np.abs(action[:3]).max())
         _, reward, terminated, truncated, info = env.step(action)
         steps += 1
@@ -216,3 +217,22 @@ def test_the_workspace_box_keeps_the_gripper_inside() -> None:
     assert np.all(boxed >= box[:3] - 0.01) and np.all(boxed <= box[3:] + 0.01)
     with pytest.raises(ConfigError, match="workspace"):
         FetchPixelEnv("push", workspace=[0, 0, 0, 1, 1])
+
+
+def test_push_expert_leaves_the_block_on_the_goal_at_the_episodes_end() -> None:
+    """The expert is issue 48's demonstrator and scripted person, scored as Fetch scores: the
+    block within 5 cm at the end of 50 steps. Pushing at full speed to the 5 cm edge slid
+    blocks past the goal or out again (4 of these 40 episodes, 13 of 100); slowing near the
+    goal and aiming for 3 cm keeps them on it."""
+    env = FetchPixelEnv(
+        "push", cameras=[], privileged_block=True, end_on_success=False, max_episode_steps=50
+    )
+    ends = []
+    for ep in range(40):
+        env.reset(seed=ep)
+        for _ in range(50):
+            _, _, _, truncated, info = env.step(env.expert_action())
+        assert truncated
+        ends.append(info["success"])
+    env.close()
+    assert np.mean(ends) >= 0.95, np.flatnonzero(~np.array(ends))

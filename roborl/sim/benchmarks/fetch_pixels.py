@@ -63,6 +63,9 @@ table or the arm only."""
 TASKS = {"push": "FetchPush-v4", "reach": "FetchReach-v4"}
 _MOVE = 0.05  # Fetch scales the position action by 5 cm per step
 SUCCESS_DISTANCE = 0.05  # Fetch's distance_threshold: the task is done within 5 cm
+PUSH_DONE = 0.03  # the expert pushes the block on to 3 cm of the goal: inside, not at, the 5 cm
+PUSH_SLOW_FROM = 0.2  # ...and slows its push inside 20 cm of the goal (to 0.3 at 6 cm)
+PUSH_SLOWEST = 0.3
 ROBOT_JOINTS = (
     "ee_x", "ee_y", "ee_z", "gripper", "block_x", "block_y", "block_z", "goal_x", "goal_y",
     "goal_z",
@@ -304,11 +307,18 @@ class FetchPixelEnv(gym.Env):
 def expert_move(grip: np.ndarray, block: np.ndarray | None, goal: np.ndarray) -> np.ndarray:
     """The scripted expert's end-effector move in [-1, 1]^3 (5 cm per unit): proportional moves
     to the goal (Reach, `block` None), or pushing the block to it: behind the block on the
-    goal's line, above; lower; push through the block. Holds still once the task is done (the
-    block, or the gripper on Reach, within Fetch's 5 cm of the goal)."""
+    goal's line, above; lower; push through the block, more slowly near the goal. Holds still
+    once the task is done: the gripper within Fetch's 5 cm of the goal on Reach, the block
+    within 3 cm on Push.
+
+    Why the push slows and aims inside the radius: a full-speed push (5 cm a step) slid the
+    block past the goal, at times off the table, and stopping at the 5 cm edge left blocks that
+    drifted out; the noiseless expert then succeeded in 0.87 of 100 episodes, 0.99 with both
+    (issue 48, where it is the demonstrator and the scripted person)."""
     grip, goal = np.asarray(grip, float), np.asarray(goal, float)
     done_at = grip if block is None else np.asarray(block, float)
-    if np.linalg.norm(done_at - goal) < SUCCESS_DISTANCE:
+    distance = float(np.linalg.norm(done_at - goal))
+    if distance < (SUCCESS_DISTANCE if block is None else PUSH_DONE):
         return np.zeros(3)
     if block is None:
         target = goal
@@ -326,6 +336,8 @@ def expert_move(grip: np.ndarray, block: np.ndarray | None, goal: np.ndarray) ->
             target = np.array([*behind, block[2]])
         else:
             target = np.array([*(block[:2] + 0.05 * unit), block[2]])
+            speed = float(np.clip(distance / PUSH_SLOW_FROM, PUSH_SLOWEST, 1.0))
+            return speed * np.clip((target - grip) / _MOVE, -1.0, 1.0)
     return np.clip((target - grip) / _MOVE, -1.0, 1.0)
 
 
