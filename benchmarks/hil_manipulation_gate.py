@@ -275,6 +275,56 @@ def person_probe(checkpoint: Path, episodes: int, taper_episodes: int) -> dict[s
     return out
 
 
+def failure_probe(checkpoint: Path, episodes: int) -> dict[str, Any]:
+    """How a trained gate policy (deterministic, no person) fails, over `episodes` episodes
+    (seeds 60000...): per failed episode the block-to-goal distance at the start, its least and
+    its last, how far the block moved and whether it left the table. Counts per kind: the
+    block never moved (under 2 cm), stopped short (ended within 2 cm outside Fetch's 5 cm),
+    passed the goal (was within 5 cm, ended outside), off the table, other."""
+    import yaml
+
+    from roborl.core.algorithms import algorithm_from_checkpoint
+    from roborl.core.cli.common import load_host
+    from roborl.sim.benchmarks.fetch_pixels import SUCCESS_DISTANCE, FetchPixelEnv
+
+    algo, _ = algorithm_from_checkpoint(load_host(), checkpoint, "cpu")
+    kwargs = yaml.safe_load((checkpoint.parents[1] / "config.yaml").read_text())["env"]["kwargs"]
+    policy, env = algo.policy(), FetchPixelEnv("push", **kwargs)
+    kinds: dict[str, int] = {k: 0 for k in ("never moved", "stopped short", "passed the goal",
+                                             "off the table", "other")}  # fmt: skip
+    failed, wins = [], 0
+    for ep in range(episodes):
+        obs, _ = env.reset(seed=60000 + ep)
+        start_block = env._raw["achieved_goal"].copy()
+        start, least = env.progress(), env.progress()
+        while True:
+            obs, _, terminated, truncated, info = env.step(policy.act(obs))
+            least = min(least, env.progress())
+            if terminated or truncated:
+                break
+        if info["success"]:
+            wins += 1
+            continue
+        block, last = env._raw["achieved_goal"], env.progress()
+        moved = float(np.linalg.norm(block - start_block))
+        if block[2] < 0.3:
+            kind = "off the table"
+        elif moved < 0.02:
+            kind = "never moved"
+        elif least < SUCCESS_DISTANCE:
+            kind = "passed the goal"
+        elif last < SUCCESS_DISTANCE + 0.02:
+            kind = "stopped short"
+        else:
+            kind = "other"
+        kinds[kind] += 1
+        failed.append({"start": round(start, 3), "least": round(least, 3), "last": round(last, 3),
+                       "moved": round(moved, 3), "kind": kind})  # fmt: skip
+    env.close()
+    return {"checkpoint": str(checkpoint), "episodes": episodes, "success": wins / episodes,
+            "failures_by_kind": kinds, "failures": failed}  # fmt: skip
+
+
 def overrides_of(run_dir: Path) -> list[str]:
     """The run's own overrides as Hydra recorded them (.hydra/overrides.yaml), if any."""
     path = run_dir / ".hydra" / "overrides.yaml"
@@ -366,6 +416,10 @@ def main() -> None:
         help="report existing run directories as an arm (repeat; the first is the gate)",
     )  # fmt: skip
     p.add_argument(
+        "--failures", type=Path, default=None, metavar="CHECKPOINT",
+        help="how a trained gate policy fails, by kind (no training)",
+    )  # fmt: skip
+    p.add_argument(
         "--person-probe", type=Path, default=None, metavar="CHECKPOINT",
         help="only run a trained policy with the plain and the fading person; print the rates",
     )  # fmt: skip
@@ -380,6 +434,9 @@ def main() -> None:
     if a.smoke:
         a.steps, a.seeds, a.demos, a.learning_starts, a.eval_every = 150, 1, 2, 50, 100
         a.eval_episodes, a.log_every = 2, 50
+    if a.failures:
+        print(json.dumps(failure_probe(a.failures, a.probe_episodes), indent=1))
+        return
     if a.person_probe:
         taper = a.taper_episodes or 10
         print(json.dumps(person_probe(a.person_probe, a.probe_episodes, taper), indent=1))

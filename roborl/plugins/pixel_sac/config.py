@@ -67,6 +67,14 @@ class DrQConfig(SoftActorCriticConfig):
     image_pad: int = field(
         default=4, metadata=rng(0, 64, "random-shift padding in pixels; 0 = no augmentation")
     )
+    image_pad_fraction: float | None = field(
+        default=None,
+        metadata=rng(
+            0.0, 0.5, "random-shift padding as a fraction of the image's side (rounded to "
+            "pixels; replaces image_pad): the same relative shift at every image size; null = "
+            "image_pad in pixels",
+        ),
+    )  # fmt: skip
     shift_next_obs: str = field(
         default="independent",
         metadata={

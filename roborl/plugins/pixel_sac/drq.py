@@ -76,7 +76,8 @@ Deviations (each a config value where it is one):
 - Augmentation: the replicate-pad random crop of DrQ's own (kornia) code, as one gather, for
   every image key independently; `shift_next_obs=same` applies one offset to obs and next
   obs (the consistent variant), off by default because DrQ, DrQ-v2 and SERL all draw them
-  apart.
+  apart. The papers pad by 4 pixels at 84-128 px; `image_pad_fraction` sets the pad as a
+  share of the image side instead (issue 48: at 32 px, 4 pixels are 12.5% of the view).
 - The target encoder is a Polyak copy (DrQ and SERL keep one; DrQ-v2 encodes next obs with
   the online encoder), updated with `encoder_tau`.
 - algo=drq: batch 256 (DrQ 512), 256x256 MLPs (DrQ 1024x1024), actor and target updated
@@ -141,6 +142,7 @@ from roborl.plugins.pixel_sac.encoder import (
     RandomShift,
     load_pretrained_conv,
     require_pixel_space,
+    shift_pad,
 )
 from roborl.plugins.pixel_sac.policy import PixelActorGraph, PixelPolicy
 
@@ -199,7 +201,7 @@ class DrQ(Algorithm):
         self.target_entropy = float(
             cfg.target_entropy if cfg.target_entropy is not None else self.default_target_entropy
         )
-        self.shift = RandomShift(cfg.image_pad)
+        self.shift = RandomShift(shift_pad(space, cfg.image_pad, cfg.image_pad_fraction))
         # The critic's optimiser owns the encoder: only the critic loss trains it.
         capturable = cfg.capture and self.device.type == "cuda"
         self.critic_opt = fused_adam(

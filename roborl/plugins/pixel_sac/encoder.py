@@ -185,6 +185,17 @@ def require_pixel_space(space: gym.Space, algo: str) -> gym.spaces.Dict:
     return space
 
 
+def shift_pad(space: gym.spaces.Dict, pixels: int, fraction: float | None) -> int:
+    """The random shift's padding: `pixels`, or `fraction` of the smallest image side.
+
+    Why a fraction: a 4-pixel shift is 12.5% of a 32 px view but 3% of DrQ-v2's 84 px one,
+    so the same `image_pad` is a different augmentation at another image size."""
+    if fraction is None:
+        return int(pixels)
+    sides = [min(space.spaces[k].shape[-3:-1]) for k in image_keys(space)]
+    return round(fraction * min(sides)) if sides else 0
+
+
 def load_pretrained_conv(encoder: ObsEncoder, path: str) -> None:
     """Copy a success classifier's conv net (`roborl reward train`, trained here on the task's
     own camera frames) into `encoder`'s conv for its one camera, and freeze it: SERL's frozen
