@@ -21,7 +21,9 @@ also ends the episode. `LearnedReward` does that for any `RewardModel`:
 - `save_fired=DIR` (the run's `reward_fired/` by default): every frame the model fired on
   (before the `consecutive` check) is saved with the env's own success where it reports one,
   so `roborl reward relabel` can retrain with the false positives as hard negatives (SERL's
-  remedy, Luo et al., 2024, Sec. IV-B).
+  remedy, Luo et al., 2024, Sec. IV-B);
+- `relabel_every=N` (env steps; 0, the default, is off): that retraining every N env steps of
+  the run, the new model swapped into every training env (`roborl.core.reward_rounds`).
 
 Demonstrations (`demos=`) are relabelled the same way (`relabel`), so demo rows and online rows
 carry one reward: before, demos kept the reward stored with them (e.g. a sim task's dense
@@ -44,7 +46,10 @@ from roborl.core.fired_frames import FiredFrames
 
 log = logging.getLogger("roborl.rewards")
 
-WRAPPER_KEYS = ("name", "terminate_on_success", "keep_env_termination", "consecutive", "save_fired")
+WRAPPER_KEYS = (
+    "name", "terminate_on_success", "keep_env_termination", "consecutive", "save_fired",
+    "relabel_every",
+)  # fmt: skip
 """`reward.*` keys the wrapper reads; every other key goes to the model's factory."""
 
 
@@ -106,6 +111,11 @@ def with_learned_reward(
     keep_term = bool(options.get("keep_env_termination", False))
     consecutive = consecutive_frames(options)
     fired_dir = options.get("save_fired")
+    if relabel_every(options) and not fired_dir:
+        raise ConfigError(
+            "reward.relabel_every needs the fired frames it retrains on: leave "
+            "reward.save_fired at its default (the run's reward_fired/) or set a folder."
+        )
 
     def make() -> gym.Env:
         model = build_reward_model(registry, options)
@@ -124,6 +134,19 @@ def consecutive_frames(options: Mapping[str, Any]) -> int:
             "model must say success on that many frames in a row)."
         )
     return k
+
+
+def relabel_every(options: Mapping[str, Any]) -> int:
+    """`reward.relabel_every`: env steps between hard-negative rounds (0 or absent: none)."""
+    n = options.get("relabel_every")
+    n = 0 if n is None else n  # reward.relabel_every=null: off, as absent
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ConfigError(
+            f"reward.relabel_every={n!r} must be a whole number of env steps, 0 (no rounds, the "
+            "default) or more: the classifier is retrained with its fired frames as hard "
+            "negatives every that many steps."
+        )
+    return n
 
 
 def with_fired_frames_dir(cfg: Mapping[str, Any], run_dir: Any) -> Mapping[str, Any]:
@@ -196,6 +219,13 @@ class LearnedReward(gym.Wrapper):
         self.fired = fired
         self._streak = 0
         self._warned = False
+
+    def set_model(self, model: RewardModel) -> None:
+        """Swap in a retrained model (a `reward.relabel_every` round), checked like the first."""
+        check = getattr(model, "check_space", None)
+        if check is not None:
+            check(self.env.observation_space)
+        self.model = model
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         self._streak = 0

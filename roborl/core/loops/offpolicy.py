@@ -14,6 +14,8 @@ buffer and the rest from the online buffer (RLPD's symmetric sampling, `roborl.c
 and transitions a person took over (`Chunk.extras["intervened"]`) go to both (HIL-SERL).
 With `her=` the buffer is `roborl.core.buffer_her.HerReplayBuffer`, which relabels goals when
 it samples and waits for a finished episode (`ReplayBuffer.can_sample`).
+With `reward.relabel_every=N` the learned reward is retrained with its false positives every N
+env steps (`roborl.core.reward_rounds`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from roborl.core.demos import EXTRAS, add_interventions, load_demo_buffer, sampl
 from roborl.core.errors import ConfigError
 from roborl.core.goals import her_options
 from roborl.core.interfaces import Algorithm
+from roborl.core.reward_rounds import reward_rounds
 
 if TYPE_CHECKING:
     from roborl.core.context import TrainContext
@@ -87,6 +90,7 @@ def offpolicy_loop(ctx: TrainContext) -> Algorithm:
         batch_size, returns = cfg.batch_size, Returns.of(cfg)  # algo.gamma/n_step read once
         ctx.attach(algo, buffer, demos)
         ctx.resume(algo, buffer)
+        rounds = reward_rounds(ctx, collector)  # after resume: it restores the last round
         ctx.begin("steps")
         collector.start(algo)
         debt = 0.0
@@ -107,6 +111,8 @@ def offpolicy_loop(ctx: TrainContext) -> Algorithm:
             ctx.advance(env_steps=n)
             for ret, length, extra in chunk.episodes:
                 ctx.record_episode(ret, length, **extra)
+            if rounds is not None:
+                rounds.after_steps(ctx)
             if ctx.step > run.learning_starts and buffer.can_sample(batch_size):
                 # A one-env chunk of successive steps owes updates only for its steps after
                 # learning_starts, as when each step came alone.

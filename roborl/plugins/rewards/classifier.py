@@ -22,7 +22,7 @@ import contextlib
 import json
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +126,7 @@ class SuccessClassifier:
         self.keys: list[str] = list(self.config["image_keys"])
         self.threshold = float(threshold)
         self.stacked = False  # set by `check_space` for frame-stacked envs
+        self.path: Path | None = None  # where `load` read it from (a round's "before" model)
 
     def check_space(self, space: gym.Space) -> None:
         """Refuse an env whose cameras differ from the training frames, naming the key."""
@@ -165,6 +166,47 @@ class SuccessClassifier:
         if p.shape == (1,):
             return float(reward[0]), bool(success[0])
         return reward, success
+
+    # -- hard-negative rounds in a run (`reward.relabel_every`, roborl.core.reward_rounds) ----
+
+    def retrain_with_fired(
+        self, fired: str, out: str, log: Callable[[str], None] = print
+    ) -> tuple[SuccessClassifier, dict[str, Any]] | None:
+        """What `roborl reward relabel` does, with this model's own data and training options:
+        retrain on the data it started from (`base_data`) plus the frames in `fired` the env
+        said were no success; the new model (saved to `out`) and its `hard_negatives` report.
+        None when there is nothing to add yet (no fired frame, or none of them false)."""
+        from roborl.plugins.rewards.hard_negatives import (
+            hard_negatives,
+            retrain_with_hard_negatives,
+        )
+
+        if not any(Path(fired).glob("fired-*.npz")):
+            return None
+        negatives, _ = hard_negatives(fired, skip_unknown=True)
+        if not negatives or not len(next(iter(negatives.values()))):
+            return None
+        c = self.config
+        data = c.get("base_data", c.get("data"))
+        if not data:
+            raise ConfigError(
+                f"reward.relabel_every: the classifier {str(self.path)!r} does not record the "
+                "data it was trained on; retrain it with `roborl reward train` first."
+            )
+        options = {k: c[k] for k in ("steps", "batch_size", "lr", "augment", "hidden", "seed",
+                                     "conv_strides") if k in c}  # fmt: skip
+        config = retrain_with_hard_negatives(
+            data, fired, out,
+            model=None if self.path is None else str(self.path), log=log, skip_unknown=True,
+            keys=self.keys or None, threshold=self.threshold, **options,
+        )  # fmt: skip
+        return self.load_round(out), config["hard_negatives"]
+
+    def load_round(self, path: str | Path) -> SuccessClassifier:
+        """A model a round wrote, at this one's threshold (a resumed run's current model)."""
+        new = load(path, self.threshold, str(next(self.net.parameters()).device))
+        new.stacked = self.stacked
+        return new
 
 
 # -- files ------------------------------------------------------------------------------------
@@ -250,7 +292,9 @@ def load(path: str | Path, threshold: float = 0.5, device: str = "cpu") -> Succe
         config["height"], config["width"], config["channels"], config["hidden"], strides
     )
     net.load_state_dict(state)
-    return SuccessClassifier(net.to(device), config, threshold)
+    clf = SuccessClassifier(net.to(device), config, threshold)
+    clf.path = path
+    return clf
 
 
 def classifier_reward(

@@ -109,7 +109,9 @@ def usage() -> str:
         "(SERL's hard negatives); train's keys, plus\n"
         + section("relabel keys", relabel_only)
         + "\nThen: roborl train ... reward=classifier reward.path=OUT [reward.threshold=0.5]\n"
-        "      [reward.consecutive=k]  (success only after k frames in a row)\n" + logs.HELP
+        "      [reward.consecutive=k]  (success only after k frames in a row)\n"
+        "      [reward.relabel_every=N]  (this relabel inside the run, every N env steps)\n"
+        + logs.HELP
     )
 
 

@@ -6,11 +6,14 @@ the classifier's false positives (Luo et al., 2024, Sec. IV-B) is to add those f
 negatives and retrain. Which fired frames were false: the env's own success where it reported
 one (a sim; `fired_labels=env`), or all of them when a person has judged that none of the saved
 episodes succeeded (`fired_labels=negative`, e.g. a real robot's failed run).
+`reward.relabel_every=N` runs the same retraining inside a run (`SuccessClassifier.
+retrain_with_fired`, `roborl.core.reward_rounds`), leaving out the frames with no env success.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -47,16 +50,18 @@ def load_fired(directory: str | Path) -> tuple[dict[str, np.ndarray], np.ndarray
 
 
 def hard_negatives(
-    directory: str | Path, fired_labels: str = "env"
+    directory: str | Path, fired_labels: str = "env", skip_unknown: bool = False
 ) -> tuple[dict[str, np.ndarray], int]:
-    """The fired frames to add as negatives, and how many fired frames were true successes."""
+    """The fired frames to add as negatives, and how many fired frames were true successes.
+    `skip_unknown`: leave out the frames without an env success instead of refusing them (an
+    automatic round in a run, where no person has judged them)."""
     frames, success = load_fired(directory)
     if fired_labels == "negative":
         return frames, 0
     if fired_labels != "env":
         raise DatasetError(f"fired_labels={fired_labels!r}: accepted are 'env' and 'negative'.")
     unknown = int((success < 0).sum())
-    if unknown:
+    if unknown and not skip_unknown:
         raise DatasetError(
             f"fired={directory}: {unknown} of {len(success)} fired frames have no env success "
             "(a real robot reports none); after checking that those episodes failed, pass "
@@ -92,14 +97,16 @@ def retrain_with_hard_negatives(
     fired_labels: str = "env",
     model: str | None = None,
     log: Callable[[str], None] = print,
+    skip_unknown: bool = False,
     **train_options: Any,
 ) -> dict[str, Any]:
     """Retrain on `data` plus the hard negatives from `fired`; returns the new model's config
     with `hard_negatives` (count, true successes among the fired, false-positive rate on them
-    before (with `model=`) and after)."""
+    before (with `model=`) and after). The saved config keeps `data` as `base_data`, so a
+    later round retrains on the same data plus all fired frames, not on this round's file."""
     from roborl.plugins.rewards.train import train_classifier
 
-    negatives, true_fired = hard_negatives(fired, fired_labels)
+    negatives, true_fired = hard_negatives(fired, fired_labels, skip_unknown)
     n = len(next(iter(negatives.values())))
     if n == 0:
         raise DatasetError(
@@ -108,7 +115,9 @@ def retrain_with_hard_negatives(
         )
     extra = write_labelled(negatives, Path(out).with_name(Path(out).name + "_hard_negatives.npz"))
     paths = [data] if isinstance(data, str) else list(data)
-    config = train_classifier([*paths, str(extra)], out, log=log, **train_options)
+    config = train_classifier(
+        [*paths, str(extra)], out, log=log, extra_config={"base_data": paths}, **train_options
+    )
     report = {"count": n, "true_successes_fired": true_fired, "file": str(extra)}
     threshold = float(config["threshold"])  # the one the new model was evaluated at
     report["threshold"] = threshold
@@ -116,7 +125,8 @@ def retrain_with_hard_negatives(
         report["fp_rate_before"] = false_positive_rate(model, negatives, threshold)
     report["fp_rate_after"] = false_positive_rate(out, negatives, threshold)
     config["hard_negatives"] = report
-    Path(out).with_name(Path(out).name + "_hard_negatives.json").write_text(
-        json.dumps(report, indent=2) + "\n"
-    )
+    side = Path(out).with_name(Path(out).name + "_hard_negatives.json")
+    tmp = side.with_name(side.name + ".tmp")  # renamed whole: never a half-written report
+    tmp.write_text(json.dumps(report, indent=2) + "\n")
+    os.replace(tmp, side)
     return config

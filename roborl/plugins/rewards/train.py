@@ -143,10 +143,12 @@ def train_classifier(
     threshold: float = 0.5,
     conv_strides: Sequence[int] | None = None,
     log: Callable[[str], None] = print,
+    extra_config: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Train, evaluate on the held-out frames at `threshold` (the `reward.threshold` the run
     will use), save to `out`; returns the saved config. `conv_strides`: the four convolutions'
-    strides (default: `default_strides` of the frame size)."""
+    strides (default: `default_strides` of the frame size). `extra_config`: JSON entries saved
+    with the model (a hard-negative round records the data it started from)."""
     t0 = time.time()
     paths = [data] if isinstance(data, str) else list(data)
     parts = [load_frames(p, keys) for p in paths]
@@ -209,6 +211,7 @@ def train_classifier(
         "batch_size": batch_size, "lr": lr, "augment": augment, "seed": seed,
         "threshold": threshold, "metrics": metrics, "train_wall_s": round(time.time() - t0, 1),
     }  # fmt: skip
+    config.update(extra_config or {})
     save(net, config, out)
     return config
 
