@@ -13,8 +13,9 @@ values, which then runs without encoder or augmentation), with `demos=` in 50/50
 
     roborl train env=fetch_push_pixels env.kwargs.cameras=[] env.kwargs.privileged_block=true \
         env.kwargs.normalized_state=true env.kwargs.end_on_success=false algo=serl \
-        algo.num_critics=2 algo.critic_subsample=null algo.critic_steps=2 algo.n_step=3 \
-        demos=DEMOS.npz 'scripted_person={window_s:0.4,max_takeover_s:1.0}' total_steps=12000 \
+        algo.num_critics=2 algo.critic_subsample=null algo.critic_steps=2 algo.batch_size=256 \
+        algo.n_step=3 algo.bc_weight=10 demos=DEMOS.npz \
+        'scripted_person={window_s:0.4,max_takeover_s:1.0}' total_steps=12000 \
         learning_starts=500 eval_every=2000 eval_episodes=20
 
 The demos: `roborl demos record policy=expert noise=0.1 successes_only=true` (`--demos`
@@ -26,10 +27,13 @@ curves, the person's intervention rate over time (`train/intervention_rate` per 
 steps) and the machine that ran it go to `benchmarks/results/hil_manipulation_gate.md/.json`,
 with a top-level `headline` (gate_iqm, gate_ci, gate_seeds, gate_steps, gate_passed).
 
-Levers (issue 48), each a flag that becomes one override: `--n-step` (`algo.n_step`),
-`--taper-episodes` (a fading person, `scripted_person.taper_episodes`), `--workspace` (HIL-SERL's
-workspace box, `env.kwargs.workspace`), and the compute per env step (`--critics`,
-`--critic-steps`). The defaults are what the runs in the results file used and why (its notes).
+Levers (issue 48), each a flag that becomes one override: `--bc-weight` and
+`--no-bc-q-filter` (Nair et al.'s Q-filtered behaviour cloning on demo and intervention rows,
+`algo.bc_weight`, `algo.bc_q_filter`), `--n-step` (`algo.n_step`), `--taper-episodes` (a
+fading person, `scripted_person.taper_episodes`), `--workspace` (HIL-SERL's workspace box,
+`env.kwargs.workspace`), and the compute per env step (`--critics`, `--critic-steps`, `--rows`
+per critic step, `--utd-ratio`). The defaults are what the runs in the results file used and
+why (its notes). `--failures CHECKPOINT` sorts a trained policy's failed episodes by kind.
 
 Run again with the same `--work` after a stop: finished runs are kept, an interrupted one
 starts again. `--collect LABEL=DIR,...` writes the report from existing run directories
@@ -390,7 +394,7 @@ def main() -> None:
     p.add_argument("--n-step", type=int, default=3)
     p.add_argument("--utd-ratio", type=float, default=1.0, help="update calls per env step")
     p.add_argument(
-        "--bc-weight", type=float, default=0.0,
+        "--bc-weight", type=float, default=10.0,
         help="algo.bc_weight: Nair et al.'s Q-filtered BC on demo and intervention rows",
     )  # fmt: skip
     p.add_argument(

@@ -54,5 +54,6 @@ def test_print_command_carries_the_state_task_and_the_levers(tmp_path: Path) -> 
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     for part in ("env.kwargs.cameras=[]", "env.kwargs.privileged_block=true", "algo=serl",
-                 "algo.n_step=3", "taper_episodes:10", "env.kwargs.workspace=[", "demos="):  # fmt: skip
+                 "algo.n_step=3", "taper_episodes:10", "env.kwargs.workspace=[", "demos=",
+                 "algo.bc_weight=10.0", "algo.bc_q_filter=true", "algo.batch_size=256"):  # fmt: skip
         assert part in out, part
