@@ -57,3 +57,21 @@ def test_print_command_carries_the_state_task_and_the_levers(tmp_path: Path) -> 
                  "algo.n_step=3", "taper_episodes:10", "env.kwargs.workspace=[", "demos=",
                  "algo.bc_weight=10.0", "algo.bc_q_filter=true", "algo.batch_size=256"):  # fmt: skip
         assert part in out, part
+
+
+def test_the_gate_env_with_the_workspace_box_composes_and_builds() -> None:
+    """`--workspace` gives `env.kwargs.workspace=[...]`, which Hydra refused as an unknown key
+    until the env config listed it; the env built from the composed config clips to the box."""
+    import argparse
+
+    from roborl.core.compose import compose_dict
+    from roborl.core.envs import make_env
+    from roborl.core.plugins import get_host
+
+    overrides = gate.env_args(argparse.Namespace(workspace=True))
+    cfg = compose_dict(get_host(), overrides, "train")
+    env = make_env(get_host().registry, cfg, seed=0)
+    try:
+        assert list(env.unwrapped.workspace) == gate._workspace()
+    finally:
+        env.close()
