@@ -94,7 +94,8 @@ def train_args(a: argparse.Namespace, demos: Path, seed: int, run_dir: Path) -> 
         f"algo.critic_steps={a.critic_steps}", f"algo.batch_size={a.rows * a.critic_steps}",
         f"algo.n_step={a.n_step}", f"algo.bc_weight={a.bc_weight}",
         f"algo.bc_q_filter={str(a.bc_q_filter).lower()}", f"demos={demos}",
-        *person, f"utd_ratio={a.utd_ratio}", f"total_steps={a.steps}", f"learning_starts={a.learning_starts}",
+        *person, f"utd_ratio={a.utd_ratio}", f"total_steps={a.steps}",
+        f"learning_starts={a.learning_starts}",
         f"eval_every={a.eval_every}", f"eval_episodes={a.eval_episodes}",
         f"checkpoint_every={a.steps}", f"log_every={a.log_every}", "progress=false",
         "torch_threads=1", f"seed={seed}", f"hydra.run.dir={run_dir}",
@@ -238,22 +239,28 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def trained_policy(checkpoint: Path) -> tuple[Any, dict[str, Any]]:
+    """A gate run's policy from its checkpoint and the env kwargs the run trained with."""
+    import yaml
+
+    from roborl.core.algorithms import algorithm_from_checkpoint
+    from roborl.core.cli.common import load_host
+
+    algo, _ = algorithm_from_checkpoint(load_host(), checkpoint, "cpu")
+    kwargs = yaml.safe_load((checkpoint.parents[1] / "config.yaml").read_text())["env"]["kwargs"]
+    return algo.policy(), kwargs
+
+
 def person_probe(checkpoint: Path, episodes: int, taper_episodes: int) -> dict[str, Any]:
     """A trained gate policy (deterministic) with the scripted person, plain and fading
     (`taper_episodes`), over `episodes` episodes in a row (seeds 50000...): what share of steps
     each person drives, per quarter of the episodes, and the episodes' success. No training:
     it shows what the fading person does on a policy that already succeeds where the plain
     person keeps taking over."""
-    import yaml
-
-    from roborl.core.algorithms import algorithm_from_checkpoint
-    from roborl.core.cli.common import load_host
     from roborl.hil.scripted_person import ScriptedPerson, ScriptedPersonConfig
     from roborl.sim.benchmarks.fetch_pixels import FetchPixelEnv
 
-    algo, _ = algorithm_from_checkpoint(load_host(), checkpoint, "cpu")
-    kwargs = yaml.safe_load((checkpoint.parents[1] / "config.yaml").read_text())["env"]["kwargs"]
-    policy = algo.policy()
+    policy, kwargs = trained_policy(checkpoint)
     out: dict[str, Any] = {"checkpoint": str(checkpoint), "episodes": episodes}
     for label, taper in (("plain", 0), (f"fading ({taper_episodes})", taper_episodes)):
         env = ScriptedPerson(
@@ -285,15 +292,10 @@ def failure_probe(checkpoint: Path, episodes: int) -> dict[str, Any]:
     its last, how far the block moved and whether it left the table. Counts per kind: the
     block never moved (under 2 cm), stopped short (ended within 2 cm outside Fetch's 5 cm),
     passed the goal (was within 5 cm, ended outside), off the table, other."""
-    import yaml
-
-    from roborl.core.algorithms import algorithm_from_checkpoint
-    from roborl.core.cli.common import load_host
     from roborl.sim.benchmarks.fetch_pixels import SUCCESS_DISTANCE, FetchPixelEnv
 
-    algo, _ = algorithm_from_checkpoint(load_host(), checkpoint, "cpu")
-    kwargs = yaml.safe_load((checkpoint.parents[1] / "config.yaml").read_text())["env"]["kwargs"]
-    policy, env = algo.policy(), FetchPixelEnv("push", **kwargs)
+    policy, kwargs = trained_policy(checkpoint)
+    env = FetchPixelEnv("push", **kwargs)
     kinds: dict[str, int] = {k: 0 for k in ("never moved", "stopped short", "passed the goal",
                                              "off the table", "other")}  # fmt: skip
     failed, wins = [], 0
