@@ -80,6 +80,8 @@ def _workspace() -> list[float]:
 
 def person_arg(a: argparse.Namespace) -> str:
     keys = f"window_s:{a.window_s},max_takeover_s:{a.max_takeover_s}"
+    if a.person_tolerance != 0.05:
+        keys += f",tolerance:{a.person_tolerance}"
     if a.taper_episodes:
         keys += f",taper_episodes:{a.taper_episodes},taper_floor:{a.taper_floor}"
     return f"scripted_person={{{keys}}}"
@@ -406,6 +408,12 @@ def main() -> None:
     p.add_argument("--person", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--window-s", type=float, default=0.4)
     p.add_argument("--max-takeover-s", type=float, default=1.0)
+    p.add_argument(
+        "--person-tolerance",
+        type=float,
+        default=0.05,
+        help="block-to-goal distance the person calls done",
+    )
     p.add_argument("--taper-episodes", type=int, default=0, help="a fading person; 0: off")
     p.add_argument("--taper-floor", type=float, default=0.1)
     p.add_argument("--workspace", action="store_true", help="HIL-SERL's workspace box")

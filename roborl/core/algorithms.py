@@ -92,6 +92,9 @@ def split_config(
             f"{theirs}. A plugin declares its own section with the roborl_config_sections hook "
             "(`roborl plugins` lists them)."
         )
+    from roborl.core.envs import check_env_section  # envs imports the plugin machinery
+
+    check_env_section(cfg.get("env"))
     return build_config(RunConfig, run_values), cfg
 
 

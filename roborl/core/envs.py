@@ -34,6 +34,34 @@ from roborl.core.single_vector import SingleEnvVector
 from roborl.core.training_wrappers import with_training_wrappers
 
 
+ENV_KEYS = frozenset(
+    {
+        "id",
+        "kwargs",
+        "max_episode_steps",
+        "concat_obs",
+        "frame_stack",
+        "ref_min_score",
+        "ref_max_score",
+    }
+)  # every key of the env section that roborl reads; the env's own arguments go in `kwargs`
+
+
+def check_env_section(env_cfg: Any) -> None:
+    """Refuse unknown keys in the env section (`+env.kwarg=1` for `env.kwargs.kwarg=1`), which
+    nothing would read: the run would start without the setting the user asked for."""
+    if not isinstance(env_cfg, Mapping):
+        return
+    unknown = sorted(set(env_cfg) - ENV_KEYS)
+    if unknown:
+        key = unknown[0]
+        raise ConfigError(
+            f"unknown env config key(s): {', '.join(unknown)}.{did_you_mean(key, ENV_KEYS)} "
+            f"The env section accepts {', '.join(sorted(ENV_KEYS))}; the env's own arguments "
+            f"go in env.kwargs (e.g. env.kwargs.{key}=...)."
+        )
+
+
 def _gym_ids() -> list[str]:
     return sorted(gym.envs.registry.keys())
 

@@ -171,3 +171,30 @@ def test_a_bad_max_episode_steps_is_a_config_error(value: object) -> None:
     registry = get_host().registry
     with pytest.raises(ConfigError, match=r"env\.max_episode_steps=.* whole number >= 1"):
         env_factory(registry, {"id": "Pendulum-v1", "max_episode_steps": value})
+
+
+@pytest.mark.parametrize(
+    ("key", "hint"), [("frame_stak", "Did you mean 'frame_stack'"), ("render_mode", "env.kwargs")]
+)
+def test_an_unknown_env_key_is_a_config_error(key: str, hint: str) -> None:
+    """`+env.frame_stak=3` (or an env argument outside `kwargs`) used to be accepted and read
+    by nothing: the run started without the setting."""
+    from roborl.core.algorithms import split_config
+
+    cfg = dict(compose(get_host(), ["env=inverted_pendulum", "algo=sac"]))
+    cfg["env"] = {"id": "InvertedPendulum-v5", "kwargs": {}, key: 3}
+    with pytest.raises(ConfigError, match=rf"unknown env config key\(s\): {key}\..*{hint}"):
+        split_config(cfg, get_host())
+
+
+def test_every_shipped_env_config_passes_the_env_key_check() -> None:
+    """The check must not refuse what roborl ships: every env YAML's keys are accepted."""
+    from roborl.core.compose import config_roots
+    from roborl.core.envs import check_env_section
+
+    files = [p for root in config_roots(get_host()) for p in (root / "env").rglob("*.yaml")]
+    assert len(files) >= 20
+    for path in files:
+        section = yaml.safe_load(path.read_text()) or {}
+        section.pop("defaults", None)
+        check_env_section(section)
