@@ -33,7 +33,6 @@ from roborl.core.rewards import with_learned_reward
 from roborl.core.single_vector import SingleEnvVector
 from roborl.core.training_wrappers import with_training_wrappers
 
-
 ENV_KEYS = frozenset(
     {
         "id",
