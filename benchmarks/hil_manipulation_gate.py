@@ -100,7 +100,7 @@ def train_args(a: argparse.Namespace, demos: Path, seed: int, run_dir: Path) -> 
         f"learning_starts={a.learning_starts}",
         f"eval_every={a.eval_every}", f"eval_episodes={a.eval_episodes}",
         f"checkpoint_every={a.steps}", f"log_every={a.log_every}", "progress=false",
-        "torch_threads=1", f"seed={seed}", f"hydra.run.dir={run_dir}",
+        "torch_threads=1", f"seed={seed}", f"hydra.run.dir={run_dir}", *a.override,
     ]  # fmt: skip
 
 
@@ -418,6 +418,13 @@ def main() -> None:
     p.add_argument("--taper-floor", type=float, default=0.1)
     p.add_argument("--workspace", action="store_true", help="HIL-SERL's workspace box")
     p.add_argument("--learning-starts", type=int, default=500)
+    p.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="one more `roborl train` override for every run (repeatable), e.g. algo.gamma=0.98",
+    )
     p.add_argument("--eval-every", type=int, default=2000)
     p.add_argument("--eval-episodes", type=int, default=20)
     p.add_argument("--log-every", type=int, default=500)

@@ -297,3 +297,31 @@ def test_demos_record_cli_writes_a_lerobot_dataset(tmp_path):
     assert ds.metadata["task"] == "reach the red block" and ds.metadata["policy"] == "expert"
     assert "complementary_info.is_intervention" in frames  # sims report no takeovers: all False
     assert not any(frames["complementary_info.is_intervention"])
+
+
+def test_stop_after_success_ends_each_episode_k_steps_after_its_first_success():
+    """`stop_after_success=k`: the scripted FetchPush expert holds still once the block is in,
+    so without it most of a 50-step demo is a still arm; with it each episode ends k steps
+    after the first success, as a time limit (bootstrapped), never a terminal."""
+    from roborl.sim.benchmarks.fetch_pixels import FetchPixelEnv
+
+    env = FetchPixelEnv(
+        "push", cameras=[], privileged_block=True, normalized_state=True, end_on_success=False
+    )
+    act = lambda obs: env.expert_action()  # noqa: E731
+    k = 3
+    full, _ = record(env, act, 2, seed=10_000, successes_only=True, log=lambda m: None)
+    cut, _ = record(
+        env, act, 2, seed=10_000, successes_only=True, log=lambda m: None, stop_after_success=k
+    )
+    env.close()
+    assert len(full) == 100 and len(cut) < 100
+    ends = np.flatnonzero(cut.timeouts).tolist()
+    assert not cut.terminals.any() and len(ends) == 2 and ends[-1] == len(cut) - 1
+    success = set(cut.metadata["success_rows"])
+    for start, end in zip([0, ends[0] + 1], ends):
+        first = min(r for r in range(start, end + 1) if r in success)
+        assert end == first + k  # the same seeds, so the same first success as the full run
+    # The rows kept are the full episodes' first rows, unchanged.
+    first_len = ends[0] + 1
+    assert np.array_equal(cut.actions[:first_len], full.actions[:first_len])

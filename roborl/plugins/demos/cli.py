@@ -49,6 +49,15 @@ class RecordOptions:
         default=False,
         metadata={"help": "drop episodes that never report info['success'] (up to 3x attempts)"},
     )
+    stop_after_success: int | None = field(
+        default=None,
+        metadata=rng(
+            0,
+            None,
+            "end each episode this many steps after its first info['success'], as a time "
+            "limit (SERL's demos end at success: 0); null: play on to the env's end",
+        ),
+    )
     task: str | None = field(
         default=None,
         metadata={
@@ -110,6 +119,7 @@ def main(argv: list[str]) -> int:
             opts.episodes,
             seed=opts.seed,
             successes_only=opts.successes_only,
+            stop_after_success=opts.stop_after_success,
             log=lambda m: print(m, file=sys.stderr),
         )
     finally:

@@ -68,11 +68,16 @@ def record(
     successes_only: bool = False,
     max_attempts: int | None = None,
     log: Callable[[str], None] = print,
+    stop_after_success: int | None = None,
 ) -> tuple[OfflineDataset | None, dict[str, Any]]:
     """Roll out `act` for `episodes` kept episodes (seeds seed, seed+1, ...).
 
     With `successes_only` an episode without ``info["success"]`` is dropped (SERL records
-    successful demonstrations only), up to `max_attempts` episodes (default 3x). A Ctrl-C
+    successful demonstrations only), up to `max_attempts` episodes (default 3x). With
+    `stop_after_success=k` an episode ends k steps after its first success, as a time limit
+    (SERL's demos end at success, k=0): an expert that holds still once done would otherwise
+    fill most rows with a still arm, which behaviour cloning then spreads to unfinished
+    states. A Ctrl-C
     keeps the finished episodes: the caller saves them (the file is written atomically).
     Returns the dataset (None when no episode was kept) and a summary.
     """
@@ -83,7 +88,7 @@ def record(
     tried, interrupted = 0, False
     try:
         while len(kept) < episodes and tried < attempts:
-            ep = _episode(env, act, seed + tried)
+            ep = _episode(env, act, seed + tried, stop_after_success)
             tried += 1
             ok = bool(ep["success"].any())
             if ok or not successes_only:
@@ -106,12 +111,15 @@ def record(
     return _dataset(kept, env), summary
 
 
-def _episode(env: gym.Env, act: Act, seed: int) -> dict[str, Any]:
+def _episode(
+    env: gym.Env, act: Act, seed: int, stop_after_success: int | None = None
+) -> dict[str, Any]:
     obs, _ = env.reset(seed=seed)
     rows: dict[str, list[Any]] = {k: [] for k in ("obs", "next", "act", "rew", "term", "tout")}
     success: list[bool] = []
     intervened: list[bool] = []
     done = False
+    first_success: int | None = None
     while not done:
         action = act(obs)
         nxt, rew, term, trunc, info = env.step(action)
@@ -122,7 +130,13 @@ def _episode(env: gym.Env, act: Act, seed: int) -> dict[str, Any]:
             rows[key].append(copy_obs(value) if key in ("obs", "next") else value)
         success.append(bool(info.get("success", False)))
         intervened.append(bool(info.get("intervened", False)))
+        if first_success is None and success[-1]:
+            first_success = len(success) - 1
         obs, done = nxt, bool(term or trunc)
+        since_success = None if first_success is None else len(success) - 1 - first_success
+        if not done and stop_after_success is not None and since_success is not None:
+            # cut short: a time limit, not an end
+            done = rows["tout"][-1] = since_success >= stop_after_success
     return {
         "observations": stack_obs(rows["obs"]),
         "next_observations": stack_obs(rows["next"]),
