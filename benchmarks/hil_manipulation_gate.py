@@ -82,6 +82,8 @@ def person_arg(a: argparse.Namespace) -> str:
     keys = f"window_s:{a.window_s},max_takeover_s:{a.max_takeover_s}"
     if a.person_tolerance != 0.05:
         keys += f",tolerance:{a.person_tolerance}"
+    if a.person_recover != 0.03:
+        keys += f",recover:{a.person_recover}"
     if a.taper_episodes:
         keys += f",taper_episodes:{a.taper_episodes},taper_floor:{a.taper_floor}"
     return f"scripted_person={{{keys}}}"
@@ -408,6 +410,12 @@ def main() -> None:
     p.add_argument("--person", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--window-s", type=float, default=0.4)
     p.add_argument("--max-takeover-s", type=float, default=1.0)
+    p.add_argument(
+        "--person-recover",
+        type=float,
+        default=0.03,
+        help="the person hands back once the block-to-goal distance shrank this much",
+    )
     p.add_argument(
         "--person-tolerance",
         type=float,

@@ -362,7 +362,13 @@ def _explain(
         if parent == "algo":  # as build_config lists them: `name` is the algorithm, not a key
             accepted = [k for k in accepted if k != "name"]
         listed = f" Accepted keys: {', '.join(sorted(accepted))}." if accepted else ""
-        return ConfigError(f"unknown config key {key!r}.{did_you_mean(leaf, accepted)}{listed}")
+        hint = did_you_mean(leaf, accepted)
+        if parent and parent.split(".")[0] != "algo" and not hint:
+            # A section composed from a partial dict (`scripted_person={window_s:0.4}`) lists
+            # only what was given; its owner checks the full set of keys after composing.
+            given = next(o for o in overrides if _key_of(o) == key).lstrip("+~")
+            listed += f" To add a key this section does not list yet, write +{given}."
+        return ConfigError(f"unknown config key {key!r}.{hint}{listed}")
     match = _MISSING_OPTION.search(message)
     if match:
         group, option = match.group(1), match.group(2)

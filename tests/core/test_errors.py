@@ -83,6 +83,17 @@ def test_unknown_key_same_clear_error_with_or_without_plus(cli, override: str) -
     assert "not in struct" not in proc.stderr and "+algo.lr" not in proc.stderr, proc.stderr
 
 
+def test_a_key_missing_from_a_partial_section_points_to_plus(cli) -> None:
+    """`scripted_person={window_s:0.4} scripted_person.recover=1` listed window_s as the only
+    accepted key; recover is a real option that the dict simply did not set."""
+    person = ["env=fetch_push_pixels", "scripted_person={window_s:0.4}"]
+    proc = cli("train", *person, "scripted_person.recover=1.0", check=False)
+    _assert_clean_error(proc, "'scripted_person.recover'", "write +scripted_person.recover=1.0")
+    proc = cli("train", *person, "scripted_person.windw_s=1.0", check=False)
+    _assert_clean_error(proc, "Did you mean 'window_s'")
+    assert "write +" not in proc.stderr  # a near miss is a typo, not a key to add
+
+
 def test_bad_override_syntax_and_unknown_group_option(cli) -> None:
     _assert_clean_error(cli("train", "env=hopperr", check=False), "hopperr", "hopper")
     _assert_clean_error(cli("eval", "checkpoint=[x", check=False), "cannot parse", "[x")
