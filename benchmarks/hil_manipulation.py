@@ -91,9 +91,15 @@ def env_args(a: argparse.Namespace) -> list[str]:
 
 
 def algo_args(a: argparse.Namespace, algo: str) -> list[str]:
+    """The arms' algorithm; `--bc-weight` and `--n-step` (the state gate's levers) apply to
+    the RL arms only (pixel_bc is behaviour cloning already)."""
+    levers = [] if algo == "pixel_bc" else [
+        *([f"algo.bc_weight={a.bc_weight}"] if a.bc_weight else []),
+        *([f"algo.n_step={a.n_step}"] if a.n_step != 1 else []),
+    ]  # fmt: skip
     return [
         f"algo={algo}", f"algo.batch_size={a.batch}", f"algo.conv_channels={a.channels}",
-        f"algo.conv_strided={a.strided}",
+        f"algo.conv_strided={a.strided}", *levers,
     ]  # fmt: skip
 
 
@@ -354,6 +360,10 @@ def main() -> None:
     p.add_argument("--channels", type=int, default=16)
     p.add_argument("--strided", type=int, default=2)
     p.add_argument("--demos", type=int, default=20)
+    p.add_argument(
+        "--bc-weight", type=float, default=0.0, help="algo.bc_weight of the RL arms (gate: 10)"
+    )
+    p.add_argument("--n-step", type=int, default=1, help="algo.n_step of the RL arms (gate: 3)")
     p.add_argument("--classifier-episodes", type=int, default=60)
     p.add_argument("--random-episodes", type=int, default=30)
     p.add_argument("--classifier-steps", type=int, default=1500)
