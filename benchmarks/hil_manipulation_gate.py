@@ -31,8 +31,10 @@ Levers (issue 48), each a flag that becomes one override: `--bc-weight` and
 `--no-bc-q-filter` (Nair et al.'s Q-filtered behaviour cloning on demo and intervention rows,
 `algo.bc_weight`, `algo.bc_q_filter`), `--n-step` (`algo.n_step`), `--taper-episodes` (a
 fading person, `scripted_person.taper_episodes`), `--workspace` (HIL-SERL's workspace box,
-`env.kwargs.workspace`), and the compute per env step (`--critics`, `--critic-steps`, `--rows`
-per critic step, `--utd-ratio`). The defaults are what the runs in the results file used and
+`env.kwargs.workspace`), the person's done and hand-back distances (`--person-tolerance`,
+`--person-recover`), and the compute per env step (`--critics`, `--critic-steps`, `--rows`
+per critic step, `--utd-ratio`); `--override KEY=VALUE` adds any other `roborl train`
+override (e.g. `algo.gamma=0.98`). The defaults are what the runs in the results file used and
 why (its notes). `--failures CHECKPOINT` sorts a trained policy's failed episodes by kind.
 
 Run again with the same `--work` after a stop: finished runs are kept, an interrupted one
