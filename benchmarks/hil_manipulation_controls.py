@@ -45,12 +45,14 @@ def read_run(run_dir: Path) -> dict[str, Any]:
     overrides = [
         line[2:].strip() for line in overrides_file.read_text().splitlines() if line[:2] == "- "
     ]
-    evals, sps, interventions, last_step = [], [], [], 0
+    evals, evals_any, sps, interventions, last_step = [], [], [], [], 0
     for line in (run_dir / "metrics.jsonl").read_text().splitlines():
         row = json.loads(line)
         last_step = max(last_step, int(row.get("step", 0)))
         if "eval/success_rate" in row:
             evals.append((int(row["step"]), float(row["eval/success_rate"])))
+            if "eval/success_any_rate" in row:
+                evals_any.append(float(row["eval/success_any_rate"]))
         if "time/sps" in row:
             sps.append(float(row["time/sps"]))
         if "train/intervention_rate" in row:
@@ -64,6 +66,7 @@ def read_run(run_dir: Path) -> dict[str, Any]:
         "status": summary.get("status", "running"),
         "torch": summary.get("versions", {}).get("torch"),
         "success": evals,
+        "success_any": evals_any if len(evals_any) == len(evals) else [],
         "final_success": evals[-1][1] if evals else None,
         "median_sps": statistics.median(sps) if sps else None,
         "intervention_rate": statistics.fmean(interventions) if interventions else 0.0,
@@ -261,12 +264,17 @@ def markdown(result: dict[str, Any]) -> str:
         f"Summarised by `{result['command']}` from the runs' own directories.",
         "",
         "| control | runs | steps reached | policy-only success at each evaluation (step: "
-        "success) | best | median env steps/s | intervention rate |",
+        "success at the end, or end/any step where the run logged both) | best | median env "
+        "steps/s | intervention rate |",
         "|---|---|---|---|---|---|---|",
     ]
     for label, group in result["groups"].items():
         for run in group["runs"]:
-            curve = ", ".join(f"{step}: {s:.2f}" for step, s in run["success"])
+            any_step = run.get("success_any") or [None] * len(run["success"])
+            curve = ", ".join(
+                f"{step}: {s:.2f}" + ("" if a is None else f"/{a:.2f}")
+                for (step, s), a in zip(run["success"], any_step)
+            )
             sps = f"{run['median_sps']:.1f}" if run["median_sps"] is not None else "-"
             best = max((s for _, s in run["success"]), default=float("nan"))
             lines.append(
