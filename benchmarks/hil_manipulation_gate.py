@@ -61,7 +61,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from hil_manipulation import aggregate  # the same IQM + CI as the pixel benchmark
 
+from roborl.hil.scripted_person import ScriptedPersonConfig
+
 OUT = Path(__file__).parent / "results"
+PERSON = ScriptedPersonConfig()  # the person's defaults, left out of the override when unchanged
 GOAL = 0.9
 ENV = [
     "env=fetch_push_pixels", "env.kwargs.cameras=[]", "env.kwargs.privileged_block=true",
@@ -82,9 +85,9 @@ def _workspace() -> list[float]:
 
 def person_arg(a: argparse.Namespace) -> str:
     keys = f"window_s:{a.window_s},max_takeover_s:{a.max_takeover_s}"
-    if a.person_tolerance != 0.05:
+    if a.person_tolerance != PERSON.tolerance:
         keys += f",tolerance:{a.person_tolerance}"
-    if a.person_recover != 0.03:
+    if a.person_recover != PERSON.recover:
         keys += f",recover:{a.person_recover}"
     if a.taper_episodes:
         keys += f",taper_episodes:{a.taper_episodes},taper_floor:{a.taper_floor}"
@@ -415,13 +418,13 @@ def main() -> None:
     p.add_argument(
         "--person-recover",
         type=float,
-        default=0.03,
+        default=PERSON.recover,
         help="the person hands back once the block-to-goal distance shrank this much",
     )
     p.add_argument(
         "--person-tolerance",
         type=float,
-        default=0.05,
+        default=PERSON.tolerance,
         help="block-to-goal distance the person calls done",
     )
     p.add_argument("--taper-episodes", type=int, default=0, help="a fading person; 0: off")

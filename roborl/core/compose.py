@@ -366,8 +366,8 @@ def _explain(
         if parent and parent.split(".")[0] != "algo" and not hint:
             # A section composed from a partial dict (`scripted_person={window_s:0.4}`) lists
             # only what was given; its owner checks the full set of keys after composing.
-            given = next(o for o in overrides if _key_of(o) == key).lstrip("+~")
-            listed += f" To add a key this section does not list yet, write +{given}."
+            given = next((o for o in overrides if _key_of(o) == key), f"{key}=VALUE")
+            listed += f" To add a key this section does not list yet, write +{given.lstrip('+~')}."
         return ConfigError(f"unknown config key {key!r}.{hint}{listed}")
     match = _MISSING_OPTION.search(message)
     if match:

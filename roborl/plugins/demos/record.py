@@ -75,10 +75,9 @@ def record(
     With `successes_only` an episode without ``info["success"]`` is dropped (SERL records
     successful demonstrations only), up to `max_attempts` episodes (default 3x). With
     `stop_after_success=k` an episode ends k steps after its first success, as a time limit
-    (SERL's demos end at success, k=0): an expert that holds still once done would otherwise
-    fill most rows with a still arm, which behaviour cloning then spreads to unfinished
-    states. A Ctrl-C
-    keeps the finished episodes: the caller saves them (the file is written atomically).
+    (SERL's demos end at success, k=0), so an expert that holds still once done does not fill
+    most rows with a still arm. A Ctrl-C keeps the finished episodes: the caller saves them
+    (the file is written atomically).
     Returns the dataset (None when no episode was kept) and a summary.
     """
     if episodes < 1:
@@ -133,10 +132,13 @@ def _episode(
         if first_success is None and success[-1]:
             first_success = len(success) - 1
         obs, done = nxt, bool(term or trunc)
-        since_success = None if first_success is None else len(success) - 1 - first_success
-        if not done and stop_after_success is not None and since_success is not None:
-            # cut short: a time limit, not an end
-            done = rows["tout"][-1] = since_success >= stop_after_success
+        if (
+            not done
+            and stop_after_success is not None
+            and first_success is not None
+            and len(success) - 1 - first_success >= stop_after_success
+        ):
+            rows["tout"][-1] = done = True  # cut short: a time limit, not an end
     return {
         "observations": stack_obs(rows["obs"]),
         "next_observations": stack_obs(rows["next"]),
