@@ -199,10 +199,11 @@ def common_overrides(
     return [
         *env_args(a), f"demos={prep['demos']}",
         f"reward={{name:classifier,path:{prep['model']},consecutive:{a.consecutive},"
-        f"threshold:{a.threshold}}}",
+        f"threshold:{a.threshold},terminate_on_success:{str(not a.play_on).lower()}}}",
         f"total_steps={steps or a.steps}", f"learning_starts={a.learning_starts}",
         f"eval_every={a.eval_every}", f"eval_episodes={a.eval_episodes}",
-        f"checkpoint_every={steps or a.steps}", f"log_every={a.eval_every}", "progress=false",
+        f"checkpoint_every={a.checkpoint_every or steps or a.steps}",
+        f"log_every={a.eval_every}", "progress=false",
         "torch_threads=1",
     ]  # fmt: skip
 
@@ -221,7 +222,8 @@ def run_compare(a: argparse.Namespace, prep: dict[str, Any], work: Path) -> dict
 
 def run_bc(a: argparse.Namespace, prep: dict[str, Any], work: Path) -> list[Path]:
     """The BC arm: algo=pixel_bc on demos + interventions, `--seeds` runs, `--jobs` at once."""
-    dirs = [work / "bc_hil" / f"seed{s}" for s in range(a.bc_seeds or a.seeds)]
+    n = a.seeds if a.bc_seeds is None else a.bc_seeds
+    dirs = [work / "bc_hil" / f"seed{s}" for s in range(n)]
     todo = [d for d in dirs if not (d / "summary.json").exists()]
     procs: list[subprocess.Popen] = []
     for d in todo:
@@ -338,7 +340,9 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--steps", type=int, default=36000)
     p.add_argument("--seeds", type=int, default=4)  # AdaStop needs >= 4 a side at K=1
-    p.add_argument("--bc-seeds", type=int, default=None, help="BC arm's seeds (default --seeds)")
+    p.add_argument(
+        "--bc-seeds", type=int, default=None, help="BC arm's seeds (default --seeds; 0: no BC arm)"
+    )
     p.add_argument("--jobs", type=int, default=2)
     # The defaults are the recipe that learned (benchmarks/results/hil_manipulation_reward.md):
     # two 32 px views, SERL's values, the state in workspace units. The 6,000-step headline in
@@ -364,6 +368,16 @@ def main() -> None:
         "--bc-weight", type=float, default=0.0, help="algo.bc_weight of the RL arms (gate: 10)"
     )
     p.add_argument("--n-step", type=int, default=1, help="algo.n_step of the RL arms (gate: 3)")
+    p.add_argument(
+        "--play-on", action=argparse.BooleanOptionalAction, default=False,
+        help="training episodes play on after the classifier's success (as the state gate's "
+        "and evaluation's do) instead of ending there: reward.terminate_on_success=false",
+    )  # fmt: skip
+    p.add_argument(
+        "--checkpoint-every", type=int, default=None,
+        help="checkpoint_every of each run (default: once at the end); a shorter one lets "
+        "an interrupted `roborl compare` continue its runs instead of starting them again",
+    )  # fmt: skip
     p.add_argument("--classifier-episodes", type=int, default=60)
     p.add_argument("--random-episodes", type=int, default=30)
     p.add_argument("--classifier-steps", type=int, default=1500)

@@ -67,13 +67,21 @@ class Interrupted(KeyboardInterrupt):
     """SIGINT, SIGTERM, SIGHUP or SIGQUIT: checkpoint, summarise, stop."""
 
 
+def run_config(
+    cfg: Mapping[str, Any], run_dir: str | Path, host: PluginHost
+) -> tuple[Any, dict[str, Any]]:
+    """The run's settings and the config it runs with (and saves as config.yaml): `cfg` with
+    the defaults that depend on the run directory filled in."""
+    return split_config(with_fired_frames_dir(cfg, Path(run_dir)), host)
+
+
 class Runner:
     """Drives one run. Loops and algorithms get `runner.ctx`, never the runner itself."""
 
     def __init__(self, cfg: Mapping[str, Any], run_dir: str | Path, host: PluginHost) -> None:
         self.host = host
         self.run_dir = Path(run_dir)
-        self.run, self.cfg = split_config(with_fired_frames_dir(cfg, self.run_dir), host)
+        self.run, self.cfg = run_config(cfg, self.run_dir, host)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if self.run.torch_threads > 0:
             torch.set_num_threads(self.run.torch_threads)

@@ -1,8 +1,10 @@
 """`roborl compare`'s jobs: train the runs a group still lacks and read their scores.
 
 Split from `compare.py`: runs go in this process or in `jobs=N` spawned processes, a finished
-run directory is reused (so a repeated command continues), and a score is read back from the
-run directory as `roborl report` reads it.
+run directory is reused (so a repeated command continues), an interrupted one continues from
+its last checkpoint when its saved config is the one the job composes (long runs survive a
+stop: set checkpoint_every= below total_steps), and a score is read back from the run
+directory as `roborl report` reads it.
 """
 
 from __future__ import annotations
@@ -10,14 +12,17 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import yaml
 
 from roborl.core.errors import ConfigError
 from roborl.plugins.report.compare_sequential import Job, ScoreFn
 
 if TYPE_CHECKING:
+    from roborl.core.plugins import PluginHost
     from roborl.plugins.report.compare import CompareOptions
 
 
@@ -28,15 +33,41 @@ def _finished(run_dir: Path) -> bool:
         return False
 
 
+def resume_point(run_dir: Path, cfg: Mapping[str, Any], host: PluginHost) -> Path | None:
+    """The checkpoint an interrupted run continues from: its last.pt (`load_checkpoint` falls
+    back to previous.pt), if it has one and its saved config.yaml is `cfg` (a run of another
+    setup, or one that stopped before its first checkpoint, starts again)."""
+    from omegaconf import OmegaConf
+
+    from roborl.core.checkpoint import PREVIOUS_NAME
+    from roborl.core.runner import run_config
+    from roborl.core.secrets import redact
+
+    last = run_dir / "checkpoints" / "last.pt"
+    if not (last.exists() or last.with_name(PREVIOUS_NAME).exists()):
+        return None
+    try:
+        saved = yaml.safe_load((run_dir / "config.yaml").read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    _, runs_with = run_config(cfg, run_dir, host)
+    ours = yaml.safe_load(OmegaConf.to_yaml(OmegaConf.create(redact(runs_with))))
+    return last if saved == ours else None
+
+
 def run_job(overrides: Sequence[str], run_dir: str) -> None:
-    """One training run as `roborl train` would compose it, in this process."""
+    """One training run as `roborl train` would compose it, in this process; an interrupted
+    run of the same config continues from its checkpoint, any other leftover is removed."""
     from roborl.core.compose import compose_dict
     from roborl.core.plugins import get_host
     from roborl.core.runner import Runner
 
     host = get_host()
     cfg = compose_dict(host, list(overrides), "compare")
-    Runner(cfg, run_dir, host).execute()
+    checkpoint = resume_point(Path(run_dir), cfg, host)
+    if checkpoint is None and Path(run_dir).exists():
+        shutil.rmtree(run_dir)
+    Runner(cfg, run_dir, host).execute(resume_from=checkpoint)
 
 
 def _job_overrides(job: Job, common: Sequence[str]) -> list[str]:
@@ -50,9 +81,6 @@ def make_scorer(common: Sequence[str], opts: CompareOptions) -> ScoreFn:
 
     def score(jobs: Sequence[Job]) -> list[float]:
         todo = [j for j in jobs if not _finished(Path(j.run_dir))]
-        for j in todo:
-            if Path(j.run_dir).exists():  # an interrupted run of ours: start it again
-                shutil.rmtree(j.run_dir)
         t0 = time.time()
         if opts.jobs == 1 or len(todo) <= 1:
             for j in todo:
