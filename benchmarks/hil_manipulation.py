@@ -243,15 +243,17 @@ def run_bc(a: argparse.Namespace, prep: dict[str, Any], work: Path) -> list[Path
 
 def read_run(run_dir: Path) -> dict[str, Any]:
     """Policy-only success and intervention rate against robot time, from metrics.jsonl."""
-    evals, interventions = [], []
+    evals, anys, interventions = [], [], []
     for line in (run_dir / "metrics.jsonl").read_text().splitlines():
         row = json.loads(line)
         if "eval/success_rate" in row:
             evals.append((row["step"] / HZ / 60, row["eval/success_rate"]))
+            anys.append((row["step"] / HZ / 60, row.get("eval/success_any_rate")))
         if "train/intervention_rate" in row:
             interventions.append((row["step"] / HZ / 60, row["train/intervention_rate"]))
     return {
-        "run_dir": str(run_dir), "success": evals, "intervention_rate": interventions,
+        "run_dir": str(run_dir), "success": evals, "success_any": anys,
+        "intervention_rate": interventions,
         "reward_fired": fired_precision(run_dir),
     }  # fmt: skip
 
@@ -271,6 +273,34 @@ def collect(a: argparse.Namespace, work: Path, bc_dirs: list[Path]) -> dict[str,
             runs[arm].append(read_run(d))
     runs["bc_hil"] = [read_run(d) for d in bc_dirs]
     return runs
+
+
+def headline(
+    a: argparse.Namespace,
+    finals: dict[str, list[float]],
+    agg: dict[str, Any],
+    compare: dict[str, Any],
+    gate_file: Path,
+) -> dict[str, Any]:
+    """Issue 48's top-level summary: the state gate's result (read from its own results file)
+    beside this run's pixel headline (the person arm, `rlpd_hil`) and AdaStop's verdict on
+    person vs no person."""
+    gate = json.loads(gate_file.read_text())["headline"] if gate_file.exists() else {}
+    iqm = agg.get("rlpd_hil", {}).get("iqm", {"point": None, "ci_low": None, "ci_high": None})
+    verdict = next(
+        (
+            d["decision"]
+            for d in compare.get("decisions", [])
+            if {d["a"], d["b"]} == {"rlpd_hil", "rlpd"}
+        ),
+        None,
+    )
+    return {
+        **{k: gate.get(k) for k in ("gate_iqm", "gate_ci", "gate_seeds", "gate_steps", "gate_passed")},
+        "pixel_iqm": iqm["point"], "pixel_ci": [iqm["ci_low"], iqm["ci_high"]],
+        "pixel_seeds": len(finals.get("rlpd_hil", [])), "pixel_steps": a.steps,
+        "adastop_decision": verdict, "adastop_status": compare.get("status"),
+    }  # fmt: skip
 
 
 def adastop_sentence(compare: dict[str, Any]) -> str:
@@ -327,11 +357,23 @@ def markdown(result: dict[str, Any]) -> str:
             f"{np.mean(rates):.2f} | {precision} |"
         )
     lines += ["", f"AdaStop (`roborl compare`, rlpd_hil vs rlpd): {result['adastop']}", ""]
-    lines += ["Curves (robot minutes: policy-only success), per run:", ""]
+    if "headline" in result:
+        lines += [f"Headline (JSON `headline`): `{json.dumps(result['headline'])}`", ""]
+    lines += ["Curves (robot minutes: policy-only success at the end / at any step), per run:", ""]
     for arm in ARMS:
         for run in result["runs"][arm]:
-            pts = ", ".join(f"{t:.1f}: {s:.2f}" for t, s in run["success"])
+            anys = [y for _, y in run.get("success_any") or []] or [None] * len(run["success"])
+            pts = ", ".join(
+                f"{t:.1f}: {s:.2f}" + (f"/{y:.2f}" if y is not None else "")
+                for (t, s), y in zip(run["success"], anys, strict=True)
+            )
             lines.append(f"- {arm} {Path(run['run_dir']).name}: {pts}")
+    lines += ["", "Intervention rate over time (robot minutes: rate), per run with a person:", ""]
+    for arm in ARMS:
+        for run in result["runs"][arm]:
+            if run["intervention_rate"]:
+                pts = ", ".join(f"{t:.1f}: {r:.2f}" for t, r in run["intervention_rate"])
+                lines.append(f"- {arm} {Path(run['run_dir']).name}: {pts}")
     lines += ["", "## Notes", "", *result.get("notes", [])]
     return "\n".join(lines) + "\n"
 
@@ -391,6 +433,11 @@ def main() -> None:
     p.add_argument("--max-takeover-s", type=float, default=1.0)
     p.add_argument("--work", type=Path, default=None, help="keep runs here (resumable)")
     p.add_argument("--name", default="hil_manipulation")
+    p.add_argument("--machine", default=None, help="the machine, in words, for the results file")
+    p.add_argument(
+        "--gate-results", type=Path, default=OUT / "hil_manipulation_gate.json",
+        help="the state gate's results, whose headline goes beside the pixel one",
+    )  # fmt: skip
     p.add_argument(
         "--prepare-only", action="store_true",
         help="make the demos and the classifier (both rounds) in --work, then stop",
@@ -422,9 +469,10 @@ def main() -> None:
     finals = {
         arm: [r["success"][-1][1] if r["success"] else 0.0 for r in rs] for arm, rs in runs.items()
     }
+    agg = aggregate(finals)
     result = {
         "command": " ".join(["python", *sys.argv]),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "machine": a.machine or f"{platform.machine()}, {os.cpu_count()} cores",
         "wall_s": time.time() - t0,
         "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(a).items()},
         "classifier": prep["classifier"],
@@ -432,7 +480,8 @@ def main() -> None:
         "adastop": adastop_sentence(compare),
         "compare": compare,
         "finals": finals,
-        "aggregate": aggregate(finals),
+        "aggregate": agg,
+        "headline": headline(a, finals, agg, compare, a.gate_results),
         "runs": runs,
     }
     out_dir = OUT if not a.smoke else work

@@ -47,7 +47,7 @@ def test_smoke_run_reports_every_arm_from_its_own_runs(
     monkeypatch.setattr(bench, "roborl", served)
     monkeypatch.setattr(bench, "spawn", lambda *args, log: served(*args, log=log) or _Finished(0))
     # The defaults: two views, SERL's values.
-    argv = ["hil_manipulation.py", "--smoke", "--jobs", "1", "--work", str(tmp_path)]
+    argv = ["hil_manipulation.py", "--smoke", "--jobs", "1", "--work", str(tmp_path), "--play-on"]
     monkeypatch.setattr(sys, "argv", argv)
     bench.main()
     result = json.loads((tmp_path / "hil_manipulation.json").read_text())
@@ -67,5 +67,18 @@ def test_smoke_run_reports_every_arm_from_its_own_runs(
     classifier = json.loads((tmp_path / "classifier_relabelled" / "config.json").read_text())
     assert classifier["image_keys"] == ["image", "image_side"]  # both views, as the policy's
     assert 0.0 <= result["first_classifier"]["precision_on_probe_fired_frames"] <= 1.0
+    # --play-on: training episodes go on after the classifier's success
+    config = (Path(result["runs"]["rlpd_hil"][0]["run_dir"]) / "config.yaml").read_text()
+    assert "terminate_on_success: false" in config
+    # the headline a script reads: this run's person arm beside the state gate's own file
+    head, gate = (
+        result["headline"],
+        json.loads(bench.OUT.joinpath("hil_manipulation_gate.json").read_text()),
+    )
+    assert head["gate_iqm"] == gate["headline"]["gate_iqm"]
+    assert head["pixel_iqm"] == result["aggregate"]["rlpd_hil"]["iqm"]["point"]
+    assert (head["pixel_seeds"], head["pixel_steps"]) == (1, 100)
+    (decision,) = [d["decision"] for d in result["compare"]["decisions"]]
+    assert head["adastop_decision"] == decision
     report = (tmp_path / "hil_manipulation.md").read_text()
     assert "| rlpd_hil |" in report and "AdaStop" in report

@@ -36,9 +36,9 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from run_hooks import InterruptAtFirstCheckpoint
 
 from roborl.core.checkpoint import load_checkpoint
-from roborl.core.hookspecs import hookimpl
 from roborl.core.plugins import get_host
 from roborl.core.runner import Runner
 
@@ -190,25 +190,13 @@ def _iql(dataset: Path) -> dict[str, Any]:
     }
 
 
-class _InterruptAtFirstCheckpoint:
-    """Ctrl-C right after the first scheduled checkpoint (update K), once."""
-
-    armed = True
-
-    @hookimpl
-    def roborl_checkpoint(self, path: str, step: int) -> None:
-        if self.armed:
-            self.armed = False
-            raise KeyboardInterrupt
-
-
 def test_offline_resume_after_an_interrupt_equals_the_straight_run(tmp_path: Path):
     data = _dataset(tmp_path / "data.npz")
     host = get_host()
     straight = Runner(_iql(data), tmp_path / "straight", host).execute()
 
     cut = tmp_path / "cut"
-    interrupt = _InterruptAtFirstCheckpoint()
+    interrupt = InterruptAtFirstCheckpoint()
     host.pm.register(interrupt)
     try:
         with pytest.raises(KeyboardInterrupt):

@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
+from run_hooks import Checkpoints, InterruptAtFirstCheckpoint
 
 from roborl.core.checkpoint import load_checkpoint
-from roborl.core.hookspecs import hookimpl
 from roborl.core.plugins import get_host
 from roborl.plugins.report.compare_runs import run_job
 
@@ -22,31 +22,8 @@ OVERRIDES = [
 ]  # fmt: skip
 
 
-class _InterruptAtFirstCheckpoint:
-    """Ctrl-C right after the first scheduled checkpoint, once."""
-
-    armed = True
-
-    @hookimpl
-    def roborl_checkpoint(self, path: str, step: int) -> None:
-        if self.armed:
-            self.armed = False
-            raise KeyboardInterrupt
-
-
-class _Checkpoints:
-    """The env steps at which a run checkpoints."""
-
-    def __init__(self) -> None:
-        self.steps: list[int] = []
-
-    @hookimpl
-    def roborl_checkpoint(self, path: str, step: int) -> None:
-        self.steps.append(step)
-
-
 def _checkpoints_of_job(overrides: list[str], run_dir: Path) -> list[int]:
-    host, seen = get_host(), _Checkpoints()
+    host, seen = get_host(), Checkpoints()
     host.pm.register(seen)
     try:
         run_job(overrides, str(run_dir))
@@ -57,7 +34,7 @@ def _checkpoints_of_job(overrides: list[str], run_dir: Path) -> list[int]:
 
 def _interrupted_run(run_dir: Path) -> list[str]:
     host = get_host()
-    interrupt = _InterruptAtFirstCheckpoint()
+    interrupt = InterruptAtFirstCheckpoint()
     host.pm.register(interrupt)
     try:
         with pytest.raises(KeyboardInterrupt):
