@@ -340,6 +340,64 @@ def failure_probe(checkpoint: Path, episodes: int) -> dict[str, Any]:
             "failures_by_kind": kinds, "failures": failed}  # fmt: skip
 
 
+def critic_probe(checkpoint: Path, episodes: int, last: int = 10) -> dict[str, Any]:
+    """Does the critic know what a stopped policy is missing? Over `episodes` episodes (seeds
+    60000..., deterministic policy, no person), the min over the critics of Q(s, policy's
+    action) and Q(s, the scripted expert's action) on each episode's last `last` states,
+    with both actions' move sizes and the block's end distance. A critic that prefers the
+    expert's push where the policy stops points at the actor; one that does not, at the
+    critic (it values stopping near the goal like reaching it)."""
+    import torch
+    import yaml
+
+    from roborl.core.algorithms import algorithm_from_checkpoint
+    from roborl.core.cli.common import load_host
+    from roborl.core.obs import to_torch
+    from roborl.plugins.pixel_sac.policy import add_batch_axis, as_numpy_obs
+    from roborl.sim.benchmarks.fetch_pixels import FetchPixelEnv
+
+    algo, _ = algorithm_from_checkpoint(load_host(), checkpoint, "cpu")
+    kwargs = yaml.safe_load((checkpoint.parents[1] / "config.yaml").read_text())["env"]["kwargs"]
+    env, space = FetchPixelEnv("push", **kwargs), algo.observation_space
+
+    @torch.no_grad()
+    def q_min(obs: Any, action: np.ndarray) -> float:
+        feat = algo.features(to_torch(add_batch_axis(as_numpy_obs(obs, space)), "cpu"))
+        unit = algo.scaler.to_unit(torch.as_tensor(action[None], dtype=torch.float32))
+        return float(algo.critic(torch.cat([feat, unit], -1)).squeeze(-1).min(0).values)
+
+    rows = []
+    for ep in range(episodes):
+        obs, _ = env.reset(seed=60000 + ep)
+        steps = []
+        while True:
+            mine = algo.act(add_batch_axis(as_numpy_obs(obs, space)), deterministic=True)[0]
+            expert = env.expert_action()
+            steps.append((q_min(obs, mine), q_min(obs, expert), float(np.linalg.norm(mine[:3])),
+                          float(np.linalg.norm(expert[:3]))))  # fmt: skip
+            obs, _, terminated, truncated, info = env.step(mine)
+            if terminated or truncated:
+                break
+        tail = np.asarray(steps[-last:]).mean(0)
+        rows.append({"success": bool(info["success"]), "end_distance": round(env.progress(), 3),
+                     "q_policy": round(float(tail[0]), 2), "q_expert": round(float(tail[1]), 2),
+                     "move_policy": round(float(tail[2]), 2), "move_expert": round(float(tail[3]), 2)})  # fmt: skip
+    env.close()
+    failed = [r for r in rows if not r["success"]]
+    won = [r for r in rows if r["success"]]
+    return {
+        "checkpoint": str(checkpoint), "episodes": episodes, "last_steps": last,
+        "success": len(won) / episodes,
+        "failures_where_critic_prefers_expert_by_1": sum(
+            r["q_expert"] > r["q_policy"] + 1.0 for r in failed
+        ),
+        "failures": len(failed),
+        "mean_q_policy_failed": float(np.mean([r["q_policy"] for r in failed])) if failed else None,
+        "mean_q_policy_won": float(np.mean([r["q_policy"] for r in won])) if won else None,
+        "episodes_detail": rows,
+    }  # fmt: skip
+
+
 def overrides_of(run_dir: Path) -> list[str]:
     """The run's own overrides as Hydra recorded them (.hydra/overrides.yaml), if any."""
     path = run_dir / ".hydra" / "overrides.yaml"
@@ -457,6 +515,10 @@ def main() -> None:
         "--person-probe", type=Path, default=None, metavar="CHECKPOINT",
         help="only run a trained policy with the plain and the fading person; print the rates",
     )  # fmt: skip
+    p.add_argument(
+        "--critic-probe", type=Path, default=None, metavar="CHECKPOINT",
+        help="the critic's Q of the policy's and the expert's actions where episodes end",
+    )  # fmt: skip
     p.add_argument("--probe-episodes", type=int, default=40)
     p.add_argument("--print-command", action="store_true", help="print one run's command")
     p.add_argument("--smoke", action="store_true", help="toy sizes: the pipeline end to end")
@@ -468,6 +530,9 @@ def main() -> None:
     if a.smoke:
         a.steps, a.seeds, a.demos, a.learning_starts, a.eval_every = 150, 1, 2, 50, 100
         a.eval_episodes, a.log_every = 2, 50
+    if a.critic_probe:
+        print(json.dumps(critic_probe(a.critic_probe, a.probe_episodes), indent=1))
+        return
     if a.failures:
         print(json.dumps(failure_probe(a.failures, a.probe_episodes), indent=1))
         return

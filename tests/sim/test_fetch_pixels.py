@@ -145,6 +145,8 @@ def test_the_side_camera_sees_the_block_the_gripper_hides_from_the_front_camera(
         {"cameras": ["top"]},
         {"cameras": []},
         {"cameras": ["side", "side"]},
+        {"reward_distance": 0.0},
+        {"reward_distance": 0.08},
     ],
 )
 def test_bad_arguments_name_the_argument(kwargs: dict) -> None:
@@ -236,3 +238,18 @@ def test_push_expert_leaves_the_block_on_the_goal_at_the_episodes_end() -> None:
         ends.append(info["success"])
     env.close()
     assert np.mean(ends) >= 0.95, np.flatnonzero(~np.array(ends))
+
+
+def test_a_stricter_reward_distance_pays_inside_it_while_success_stays_fetchs() -> None:
+    """`reward_distance=0.04`: the expert's push passes through the 4-5 cm band on its way to
+    3 cm; there success is true (Fetch's 5 cm, what evaluation counts) and the reward 0."""
+    env = FetchPixelEnv("push", image_size=16, end_on_success=False, reward_distance=0.04)
+    band = 0
+    for ep in range(3):
+        env.reset(seed=ep)
+        for _ in range(50):
+            _, reward, _, _, info = env.step(env.expert_action())
+            assert reward == float(env.progress() < 0.04)
+            assert info["success"] == (env.progress() < 0.05)
+            band += info["success"] and reward == 0.0
+    assert band > 0

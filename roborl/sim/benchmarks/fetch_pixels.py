@@ -17,6 +17,9 @@ turns a Fetch task into that setting:
   recording a success classifier's frames: many positive frames per episode instead of one,
   and the near misses where a jittering gripper knocks the block off the goal;
 - reward: the task's sparse 0/1 success (``reward=`` replaces it with a learned classifier);
+  ``reward_distance=0.03`` pays it only within 3 cm: a training target inside the 5 cm that
+  success (and evaluation) still counts, so that a policy which stops at the reward's edge
+  still ends inside the success radius (issue 48's state gate stopped at 5-8 cm);
 - `expert_action(noise)`: a scripted push expert (move behind the block on the goal's line,
   lower, push through; the well-known Fetch heuristic), for demos and the scripted person;
   `progress()` is the distance still to go (block to goal, or gripper to goal on Reach). On
@@ -120,6 +123,7 @@ class FetchPixelEnv(gym.Env):
         normalized_state: bool = False,
         workspace: Sequence[float] | None = None,
         cameras: Sequence[str] | str = ("front",),
+        reward_distance: float | None = None,
     ) -> None:
         if task not in TASKS:
             raise ConfigError(f"FetchPixelEnv task={task!r}: accepted are {', '.join(TASKS)}")
@@ -144,6 +148,12 @@ class FetchPixelEnv(gym.Env):
                 f"FetchPixelEnv workspace={workspace}: give six numbers, metres in the world "
                 "frame: [x_low, y_low, z_low, x_high, y_high, z_high], each low below its high"
             )
+        if reward_distance is not None and not 0.0 < float(reward_distance) <= SUCCESS_DISTANCE:
+            raise ConfigError(
+                f"FetchPixelEnv reward_distance={reward_distance}: give metres in (0, "
+                f"{SUCCESS_DISTANCE}] (a stricter training reward than Fetch's 5 cm success), or "
+                "leave it unset"
+            )
         if int(max_episode_steps) < 1:
             raise ConfigError(f"FetchPixelEnv max_episode_steps={max_episode_steps} must be >= 1")
         os.environ.setdefault("MUJOCO_GL", "egl")
@@ -158,6 +168,7 @@ class FetchPixelEnv(gym.Env):
         self.privileged_block = bool(privileged_block)
         self.normalized_state = bool(normalized_state)
         self.workspace = box
+        self.reward_distance = None if reward_distance is None else float(reward_distance)
         self.cameras = cameras
         self.render_mode = render_mode
         self._inner = make_fetch(
@@ -208,7 +219,11 @@ class FetchPixelEnv(gym.Env):
         success = bool(info.get("is_success", 0.0))
         terminated = success and self.end_on_success
         truncated = self._steps >= self.max_episode_steps and not terminated
-        return self._obs(), float(success), terminated, truncated, {"success": success}
+        reward = (
+            float(success) if self.reward_distance is None
+            else float(self.progress() < self.reward_distance)
+        )  # fmt: skip
+        return self._obs(), reward, terminated, truncated, {"success": success}
 
     def clip_to_workspace(self, move: np.ndarray) -> np.ndarray:
         """HIL-SERL's workspace box: the move (in [-1, 1]^3, 5 cm a unit) shortened so the
