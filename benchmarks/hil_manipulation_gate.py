@@ -35,7 +35,9 @@ fading person, `scripted_person.taper_episodes`), `--workspace` (HIL-SERL's work
 `--person-recover`), and the compute per env step (`--critics`, `--critic-steps`, `--rows`
 per critic step, `--utd-ratio`); `--override KEY=VALUE` adds any other `roborl train`
 override (e.g. `algo.gamma=0.98`). The defaults are what the runs in the results file used and
-why (its notes). `--failures CHECKPOINT` sorts a trained policy's failed episodes by kind.
+why (its notes). `--failures CHECKPOINT` sorts a trained policy's failed episodes by kind;
+`--critic-probe CHECKPOINT` sets the critic's value of the policy's action beside the expert's
+where episodes end (does the critic know what a stopped policy misses?).
 
 Run again with the same `--work` after a stop: finished runs are kept, an interrupted one
 starts again. `--collect LABEL=DIR,...` writes the report from existing run directories
