@@ -86,6 +86,7 @@ def test_normalized_state_puts_positions_in_workspace_units_and_keeps_the_inform
         for _ in range(30):
             states.append(obs["state"])
             obs, *_ = env.step(env.expert_action())
+    env.close()
     raw_states, norm_states = np.array(raw_states), np.array(norm_states)
     # Same scene, same moves: an affine map of the raw state, gripper position first.
     centre = np.array([1.34, 0.75, 0.42])
@@ -146,6 +147,7 @@ def test_the_side_camera_sees_the_block_the_gripper_hides_from_the_front_camera(
         {"cameras": []},
         {"cameras": ["side", "side"]},
         {"reward_distance": 0.0},
+        {"goal_offset": True},
         {"reward_distance": 0.08},
     ],
 )
@@ -252,4 +254,17 @@ def test_a_stricter_reward_distance_pays_inside_it_while_success_stays_fetchs() 
             assert reward == float(env.progress() < 0.04)
             assert info["success"] == (env.progress() < 0.05)
             band += info["success"] and reward == 0.0
+    env.close()
     assert band > 0
+
+
+def test_goal_offset_puts_the_block_to_goal_offset_in_success_radii_in_the_state() -> None:
+    env = FetchPixelEnv("push", image_size=16, privileged_block=True, goal_offset=True)
+    obs, _ = env.reset(seed=4)
+    assert env.observation_space["state"].shape == obs["state"].shape
+    for _ in range(30):
+        radii = float(np.linalg.norm(obs["state"][-3:]))
+        assert radii == pytest.approx(env.progress() / 0.05, rel=1e-5)
+        assert (radii < 1.0) == env.success()
+        obs, *_ = env.step(env.expert_action())
+    env.close()

@@ -20,6 +20,9 @@ turns a Fetch task into that setting:
   ``reward_distance=0.03`` pays it only within 3 cm: a training target inside the 5 cm that
   success (and evaluation) still counts, so that a policy which stops at the reward's edge
   still ends inside the success radius (issue 48's state gate stopped at 5-8 cm);
+- ``goal_offset=True`` (with ``privileged_block``) appends the block's offset from the goal in
+  units of the 5 cm success radius, so success is the unit ball of three state entries: a
+  diagnostic of whether the critic's trouble telling 6 cm from 4 cm is its input's geometry;
 - `expert_action(noise)`: a scripted push expert (move behind the block on the goal's line,
   lower, push through; the well-known Fetch heuristic), for demos and the scripted person;
   `progress()` is the distance still to go (block to goal, or gripper to goal on Reach). On
@@ -124,6 +127,7 @@ class FetchPixelEnv(gym.Env):
         workspace: Sequence[float] | None = None,
         cameras: Sequence[str] | str = ("front",),
         reward_distance: float | None = None,
+        goal_offset: bool = False,
     ) -> None:
         if task not in TASKS:
             raise ConfigError(f"FetchPixelEnv task={task!r}: accepted are {', '.join(TASKS)}")
@@ -131,6 +135,11 @@ class FetchPixelEnv(gym.Env):
             raise ConfigError(f"FetchPixelEnv image_size={image_size} must lie in [16, 256]")
         if privileged_block and task != "push":
             raise ConfigError("FetchPixelEnv privileged_block=true needs task=push (a block)")
+        if goal_offset and not privileged_block:
+            raise ConfigError(
+                "FetchPixelEnv goal_offset=true needs privileged_block=true: the offset is the "
+                "block's, and without it only the camera sees the block"
+            )
         cameras = [cameras] if isinstance(cameras, str) else list(cameras)
         unknown = [c for c in cameras if c not in CAMERAS]
         if unknown or len(set(cameras)) < len(cameras):
@@ -166,6 +175,7 @@ class FetchPixelEnv(gym.Env):
         self.max_episode_steps = int(max_episode_steps)
         self.end_on_success = bool(end_on_success)
         self.privileged_block = bool(privileged_block)
+        self.goal_offset = bool(goal_offset)
         self.normalized_state = bool(normalized_state)
         self.workspace = box
         self.reward_distance = None if reward_distance is None else float(reward_distance)
@@ -184,7 +194,7 @@ class FetchPixelEnv(gym.Env):
         self._scale = np.concatenate([scale[self._indices], goal_scale])
         if not self.normalized_state:
             self._offset, self._scale = np.zeros_like(self._offset), np.ones_like(self._scale)
-        n_state = len(self._offset)
+        n_state = len(self._offset) + (3 if self.goal_offset else 0)
         frame = gym.spaces.Box(0, 255, (self.image_size, self.image_size, 3), np.uint8)
         self.observation_space = gym.spaces.Dict(
             {
@@ -257,6 +267,9 @@ class FetchPixelEnv(gym.Env):
     def _obs(self) -> dict[str, np.ndarray]:
         raw = np.concatenate([self._raw["observation"][self._indices], self._raw["desired_goal"]])
         state = (raw - self._offset) / self._scale
+        if self.goal_offset:
+            offset = self._raw["desired_goal"] - self._raw["achieved_goal"]
+            state = np.concatenate([state, offset / SUCCESS_DISTANCE])
         return {**dict(zip(self._image_keys, self.frames())), "state": state.astype(np.float32)}
 
     # -- task state --------------------------------------------------------------------------
