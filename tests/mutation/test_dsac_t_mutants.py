@@ -15,6 +15,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from random_batch import random_batch
 
 from roborl.core.interfaces import Batch
 from roborl.plugins.sac.dsac_t import (
@@ -84,15 +85,7 @@ def make(**overrides) -> DSACT:
 
 
 def batch(seed: int, discount: bool = True) -> Batch:
-    gen = torch.Generator().manual_seed(seed)
-    return Batch(
-        obs=torch.randn(B, OBS, generator=gen),
-        actions=torch.rand(B, ACT, generator=gen) * 2 - 1,
-        rewards=torch.randn(B, generator=gen),
-        next_obs=torch.randn(B, OBS, generator=gen),
-        terminated=(torch.rand(B, generator=gen) < 0.3).float(),
-        discount=torch.full((B,), 0.99) if discount else None,
-    )
+    return random_batch(seed, B, OBS, ACT, discount=0.99 if discount else None)
 
 
 def test_layout_learning_rates_and_frozen_actor_target() -> None:

@@ -13,6 +13,7 @@ import warnings
 import gymnasium as gym
 import numpy as np
 import torch
+from random_batch import random_batch
 
 from roborl.core.interfaces import Batch
 from roborl.plugins.sac.fast_update import Workspace, fast_path_reason
@@ -29,15 +30,7 @@ def make(**overrides) -> SAC:
 
 
 def batch(seed: int) -> Batch:
-    gen = torch.Generator().manual_seed(seed)
-    return Batch(
-        obs=torch.randn(B, OBS, generator=gen),
-        actions=torch.rand(B, ACT, generator=gen) * 2 - 1,
-        rewards=torch.randn(B, generator=gen),
-        next_obs=torch.randn(B, OBS, generator=gen),
-        terminated=(torch.rand(B, generator=gen) < 0.3).float(),
-        discount=torch.full((B,), 0.99),
-    )
+    return random_batch(seed, B, OBS, ACT, discount=0.99)
 
 
 def test_each_refusal_has_its_reason() -> None:

@@ -13,6 +13,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from random_batch import random_batch
 
 from roborl.core.errors import ConfigError
 from roborl.core.interfaces import Batch
@@ -37,14 +38,7 @@ def make(config_cls=IQLConfig, **overrides) -> IQL:
 
 
 def batch(seed: int) -> Batch:
-    gen = torch.Generator().manual_seed(seed)
-    return Batch(
-        obs=torch.randn(B, OBS, generator=gen),
-        actions=torch.rand(B, ACT, generator=gen) * 2 - 1,
-        rewards=torch.randn(B, generator=gen),
-        next_obs=torch.randn(B, OBS, generator=gen),
-        terminated=(torch.rand(B, generator=gen) < 0.3).float(),
-    )
+    return random_batch(seed, B, OBS, ACT)
 
 
 def test_riql_preset_reaches_config_and_networks() -> None:

@@ -11,6 +11,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from random_batch import random_batch
 
 from roborl.core.errors import ConfigError
 from roborl.core.interfaces import Batch
@@ -28,16 +29,7 @@ def make(**overrides) -> SACLagrangian:
 
 
 def batch(seed: int, costs: bool = True, discount: bool = True) -> Batch:
-    gen = torch.Generator().manual_seed(seed)
-    return Batch(
-        obs=torch.randn(B, OBS, generator=gen),
-        actions=torch.rand(B, ACT, generator=gen) * 2 - 1,
-        rewards=torch.randn(B, generator=gen),
-        next_obs=torch.randn(B, OBS, generator=gen),
-        terminated=(torch.rand(B, generator=gen) < 0.3).float(),
-        costs=torch.rand(B, generator=gen) if costs else None,
-        discount=torch.full((B,), 0.99) if discount else None,
-    )
+    return random_batch(seed, B, OBS, ACT, costs=costs, discount=0.99 if discount else None)
 
 
 @pytest.mark.parametrize("key", ["compile", "cudagraphs", "capture"])

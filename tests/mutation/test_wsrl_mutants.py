@@ -15,6 +15,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from random_batch import random_batch
 
 import roborl.plugins.wsrl.wsrl as wsrl_module
 from roborl.core.errors import ConfigError
@@ -35,15 +36,7 @@ def make(**overrides) -> WSRL:
 
 
 def batch(seed: int) -> Batch:
-    gen = torch.Generator().manual_seed(seed)
-    return Batch(
-        obs=torch.randn(B, OBS, generator=gen),
-        actions=torch.rand(B, ACT, generator=gen) * 2 - 1,
-        rewards=torch.randn(B, generator=gen),
-        next_obs=torch.randn(B, OBS, generator=gen),
-        terminated=(torch.rand(B, generator=gen) < 0.3).float(),
-        extras={"mc": torch.randn(B, generator=gen)},
-    )
+    return random_batch(seed, B, OBS, ACT, extras=["mc"])
 
 
 @pytest.mark.parametrize("entropy", [False, True])
