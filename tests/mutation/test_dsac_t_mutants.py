@@ -15,6 +15,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from compile_retry import assert_failed_compile_retries_cleanly
 from random_batch import random_batch
 
 from roborl.core.interfaces import Batch
@@ -177,18 +178,4 @@ def test_compile_and_capture_settings_reach_their_wrappers() -> None:
 
 
 def test_failed_compiled_first_call_retries_with_clean_gradients() -> None:
-    plain, failing = make(), make()
-
-    def broken(*args):
-        failing._losses(*args)[0].backward()
-        raise RuntimeError("compiled graph failed")
-
-    failing._loss_call.compiled, failing._loss_call.checked = broken, False
-    data = batch(2)
-    torch.manual_seed(4)
-    plain.update(data)
-    torch.manual_seed(4)
-    with pytest.warns(RuntimeWarning, match="torch.compile failed"):
-        failing.update(data)
-    for pa, pb in zip(plain.critic.parameters(), failing.critic.parameters(), strict=True):
-        torch.testing.assert_close(pa.grad, pb.grad)
+    assert_failed_compile_retries_cleanly(make(), make(), batch(2))

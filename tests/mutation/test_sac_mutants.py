@@ -14,6 +14,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from compile_retry import assert_failed_compile_retries_cleanly
 
 from roborl.core.interfaces import Batch
 from roborl.plugins.sac.sac import SAC, SACConfig
@@ -158,20 +159,6 @@ def test_capture_on_cpu_warns_under_the_algorithm_name() -> None:
 
 
 def test_failed_compiled_first_call_retries_with_clean_gradients() -> None:
-    """A compiled loss that fails on its first call after a backward pass has run: the eager
-    retry must start from zeroed gradients (`reset`), so the step equals a plain one."""
-    plain, failing = make_sac(fast_update=False), make_sac(fast_update=False)
-
-    def broken(*args):
-        failing._losses(*args)[0].backward()  # gradients written, then the failure
-        raise RuntimeError("compiled graph failed")
-
-    failing._loss_call.compiled, failing._loss_call.checked = broken, False
-    data = batch(2)
-    torch.manual_seed(4)
-    plain.update(data)
-    torch.manual_seed(4)
-    with pytest.warns(RuntimeWarning, match="torch.compile failed"):
-        failing.update(data)
-    for pa, pb in zip(plain.critic.parameters(), failing.critic.parameters(), strict=True):
-        torch.testing.assert_close(pa.grad, pb.grad)  # not doubled by the failed attempt
+    assert_failed_compile_retries_cleanly(
+        make_sac(fast_update=False), make_sac(fast_update=False), batch(2)
+    )
