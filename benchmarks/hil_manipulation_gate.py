@@ -251,8 +251,8 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def trained_policy(checkpoint: Path) -> tuple[Any, dict[str, Any]]:
-    """A gate run's policy from its checkpoint and the env kwargs the run trained with."""
+def trained_algo(checkpoint: Path) -> tuple[Any, dict[str, Any]]:
+    """A gate run's algorithm from its checkpoint and the env kwargs the run trained with."""
     import yaml
 
     from roborl.core.algorithms import algorithm_from_checkpoint
@@ -260,6 +260,12 @@ def trained_policy(checkpoint: Path) -> tuple[Any, dict[str, Any]]:
 
     algo, _ = algorithm_from_checkpoint(load_host(), checkpoint, "cpu")
     kwargs = yaml.safe_load((checkpoint.parents[1] / "config.yaml").read_text())["env"]["kwargs"]
+    return algo, kwargs
+
+
+def trained_policy(checkpoint: Path) -> tuple[Any, dict[str, Any]]:
+    """A gate run's (deterministic) policy and the env kwargs the run trained with."""
+    algo, kwargs = trained_algo(checkpoint)
     return algo.policy(), kwargs
 
 
@@ -351,16 +357,12 @@ def critic_probe(checkpoint: Path, episodes: int, last: int = 10) -> dict[str, A
     expert's push where the policy stops points at the actor; one that does not, at the
     critic (it values stopping near the goal like reaching it)."""
     import torch
-    import yaml
 
-    from roborl.core.algorithms import algorithm_from_checkpoint
-    from roborl.core.cli.common import load_host
     from roborl.core.obs import to_torch
     from roborl.plugins.pixel_sac.policy import add_batch_axis, as_numpy_obs
     from roborl.sim.benchmarks.fetch_pixels import FetchPixelEnv
 
-    algo, _ = algorithm_from_checkpoint(load_host(), checkpoint, "cpu")
-    kwargs = yaml.safe_load((checkpoint.parents[1] / "config.yaml").read_text())["env"]["kwargs"]
+    algo, kwargs = trained_algo(checkpoint)
     env, space = FetchPixelEnv("push", **kwargs), algo.observation_space
 
     @torch.no_grad()

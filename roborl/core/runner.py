@@ -75,6 +75,11 @@ def run_config(
     return split_config(with_fired_frames_dir(cfg, Path(run_dir)), host)
 
 
+def config_yaml(cfg: Mapping[str, Any]) -> str:
+    """config.yaml's text for the config a run runs with (`run_config`), secrets redacted."""
+    return OmegaConf.to_yaml(OmegaConf.create(redact(cfg)))
+
+
 class Runner:
     """Drives one run. Loops and algorithms get `runner.ctx`, never the runner itself."""
 
@@ -158,9 +163,7 @@ class Runner:
         ckpt = load_checkpoint(resume_from) if resume_from else None
         self.ctx = ctx = self._new_context(ckpt)
         if ckpt is None:
-            (self.run_dir / CONFIG_FILE).write_text(
-                OmegaConf.to_yaml(OmegaConf.create(redact(self.cfg)))
-            )
+            (self.run_dir / CONFIG_FILE).write_text(config_yaml(self.cfg))
         ctx._open()
         log.info(
             "%s run of algo=%s (loop %s) in %s",

@@ -37,11 +37,8 @@ def resume_point(run_dir: Path, cfg: Mapping[str, Any], host: PluginHost) -> Pat
     """The checkpoint an interrupted run continues from: its last.pt (`load_checkpoint` falls
     back to previous.pt), if it has one and its saved config.yaml is `cfg` (a run of another
     setup, or one that stopped before its first checkpoint, starts again)."""
-    from omegaconf import OmegaConf
-
     from roborl.core.checkpoint import PREVIOUS_NAME
-    from roborl.core.runner import run_config
-    from roborl.core.secrets import redact
+    from roborl.core.runner import config_yaml, run_config
 
     last = run_dir / "checkpoints" / "last.pt"
     if not (last.exists() or last.with_name(PREVIOUS_NAME).exists()):
@@ -50,8 +47,7 @@ def resume_point(run_dir: Path, cfg: Mapping[str, Any], host: PluginHost) -> Pat
         saved = yaml.safe_load((run_dir / "config.yaml").read_text())
     except (OSError, yaml.YAMLError):
         return None
-    _, runs_with = run_config(cfg, run_dir, host)
-    ours = yaml.safe_load(OmegaConf.to_yaml(OmegaConf.create(redact(runs_with))))
+    ours = yaml.safe_load(config_yaml(run_config(cfg, run_dir, host)[1]))
     return last if saved == ours else None
 
 
