@@ -55,6 +55,9 @@ from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).parent))
+import run_archive  # a sibling module (benchmarks/ is no package)
+
 OUT = Path(__file__).parent / "results"
 HZ = 10.0  # robot time: HIL-SERL's control rate
 ARMS = ("rlpd_hil", "rlpd", "bc_hil")
@@ -257,8 +260,14 @@ def read_run(run_dir: Path) -> dict[str, Any]:
     return {
         "run_dir": str(run_dir), "success": evals, "success_any": anys,
         "intervention_rate": interventions,
-        "reward_fired": fired_precision(run_dir),
+        "reward_fired": fired_precision(run_dir)
+        or (run_archive.extra_of(run_dir) or {}).get("reward_fired"),
     }  # fmt: skip
+
+
+def archived_extra(run_dir: Path) -> dict[str, Any]:
+    """What an archived run keeps of the files it leaves behind: the fired frames' precision."""
+    return {"reward_fired": fired_precision(run_dir)}
 
 
 def aggregate(finals: dict[str, list[float]], reps: int = 2000) -> dict[str, Any]:
@@ -445,6 +454,16 @@ def main() -> None:
         "--prepare-only", action="store_true",
         help="make the demos and the classifier (both rounds) in --work, then stop",
     )  # fmt: skip
+    p.add_argument(
+        "--archive", type=Path, default=None,
+        help="finished runs kept across machines (default results/NAME_runs/): restored into "
+        "--work before the runs, saved after them (run_archive.py)",
+    )  # fmt: skip
+    p.add_argument(
+        "--archive-only", action="store_true",
+        help="save the runs finished so far in --work to --archive, then stop (before a "
+        "machine goes away: the runs still going are lost, the finished ones kept)",
+    )  # fmt: skip
     p.add_argument("--smoke", action="store_true", help="toy sizes: the pipeline end to end")
     p.add_argument("--render", type=Path, default=None, help="only re-render RESULT.json's .md")
     a = p.parse_args()
@@ -466,7 +485,19 @@ def main() -> None:
     if a.prepare_only:
         print(f"demos and classifier in {work}: {json.dumps(prep['classifier'])}")
         return
+    archive = a.archive or (work / "archive" if a.smoke else OUT / f"{a.name}_runs")
+    inputs = run_archive.fingerprint(
+        {"demos": prep["demos"], "classifier": prep["model"] / "model.safetensors"}
+    )
+    runs_dir = work / "compare" / "runs"
+    if a.archive_only:
+        saved = run_archive.save(runs_dir, archive, inputs, archived_extra)
+        print(f"archived {len(saved)} finished run(s) in {archive}: {[str(d) for d in saved]}")
+        return
+    for d in run_archive.restore(archive, runs_dir, inputs):
+        print(f"restored the finished run {d} from {archive}", flush=True)
     compare = run_compare(a, prep, work)
+    run_archive.save(runs_dir, archive, inputs, archived_extra)
     bc_dirs = run_bc(a, prep, work)
     runs = collect(a, work, bc_dirs)
     finals = {

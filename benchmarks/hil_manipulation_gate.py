@@ -127,7 +127,7 @@ def record_demos(a: argparse.Namespace, work: Path) -> Path:
         args = [
             "demos", "record", f"out={demos}", f"episodes={a.demos}", "policy=expert",
             "noise=0.1", "successes_only=true", "seed=10000", *env_args(a),
-            *[o for o in a.override if o.lstrip("+~").startswith("env.")],  # the runs' env
+            *[o for o in a.override if o.lstrip("+~").startswith(("env.", "her"))],  # as runs
         ]  # fmt: skip
         if roborl(args, work / "demos.log").wait():
             raise SystemExit(f"demos record failed:\n{(work / 'demos.log').read_text()[-3000:]}")

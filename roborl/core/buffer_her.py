@@ -30,7 +30,11 @@ Deviations from SB3 (none changes what a batch means):
 - Before the first episode ends the loop waits (`can_sample` is False) where SB3 raises.
 - A resumed run closes the episodes its checkpoint cut as truncated ones (SB3's
   `truncate_last_trajectory`, done by hand there): the resumed collector restarts them.
-- ``n_step > 1`` is refused (SB3's HER has no n-step either).
+- n-step returns (``algo.n_step > 1``; SB3's HER has none): a relabelled row's n rewards are
+  all recomputed for its new goal, and it bootstraps from the window's last next observation
+  with that goal. Like every uncorrected n-step return this is biased towards the behaviour
+  policy (Yang et al., "Bias-reduced multi-step hindsight experience replay", 2021, measure it
+  on Fetch); issue 48's state gate uses n = 3 with it.
 """
 
 from __future__ import annotations
@@ -231,39 +235,7 @@ class HerReplayBuffer(ReplayBuffer):
     def sample(self, batch_size: int, generator: torch.Generator | None = None) -> Batch:
         """Uniform over transitions of finished episodes; the first int(relabel_fraction *
         batch_size) rows get a goal from their episode and the reward for it."""
-        valid = self._valid_slots()
-        if len(valid) == 0:
-            raise RuntimeError(
-                "the HER buffer holds no finished episode yet: it samples transitions of "
-                "finished episodes only (make learning_starts longer than an episode)"
-            )
-        idx_cpu = valid[torch.randint(0, len(valid), (batch_size,), generator=generator)]
-        idx = idx_cpu.to(self.device)
-        obs, next_obs, rewards = self.obs[idx], self.next_obs[idx], self.rewards[idx]
-        n_virtual = int(self.her.relabel_fraction * batch_size)
-        if n_virtual:
-            achieved = self.extras[ACHIEVED_GOAL]
-            where = self.goal_slots(idx_cpu[:n_virtual].numpy(), generator)
-            goals = achieved[torch.from_numpy(where).to(self.device)]
-            obs[:n_virtual, self.goal_slice] = goals
-            next_obs[:n_virtual, self.goal_slice] = goals
-            new = self.compute_reward(
-                achieved[idx[:n_virtual]].cpu().numpy(),
-                goals.cpu().numpy(),
-                [{} for _ in range(n_virtual)],
-            )
-            rewards[:n_virtual] = torch.as_tensor(
-                np.asarray(new, dtype=np.float32).reshape(n_virtual), device=self.device
-            )
-        return Batch(
-            obs=obs,
-            actions=self.actions[idx],
-            rewards=rewards,
-            next_obs=next_obs,
-            terminated=self.terminated[idx],
-            costs=None if self.costs is None else self.costs[idx],
-            extras={name: self.extras[name][idx] for name in self._user_extras},
-        )
+        return self._sample(batch_size, 1, 1.0, generator)
 
     def sample_nstep(
         self,
@@ -272,12 +244,66 @@ class HerReplayBuffer(ReplayBuffer):
         gamma: float,
         generator: torch.Generator | None = None,
     ) -> Batch:
-        if n_step != 1:
-            raise ConfigError(
-                f"her= samples one-step transitions; algo.n_step={n_step} is not supported "
-                "with it (stable-baselines3's HER has no n-step either): set algo.n_step=1"
+        """`sample` with n-step returns: up to `n_step` rewards of the transition's episode
+        (fewer at its end or after a terminal), each recomputed for the new goal on relabelled
+        rows, bootstrapping from the last step's next observation with that goal."""
+        if n_step < 1:
+            raise ValueError(f"n_step must be >= 1, got {n_step}")
+        batch = self._sample(batch_size, n_step, gamma, generator)
+        if n_step == 1:
+            return with_discount(batch, gamma)
+        return batch
+
+    def _sample(
+        self, batch_size: int, n_step: int, gamma: float, generator: torch.Generator | None
+    ) -> Batch:
+        valid = self._valid_slots()
+        if len(valid) == 0:
+            raise RuntimeError(
+                "the HER buffer holds no finished episode yet: it samples transitions of "
+                "finished episodes only (make learning_starts longer than an episode)"
             )
-        return with_discount(self.sample(batch_size, generator), gamma)
+        idx_cpu = valid[torch.randint(0, len(valid), (batch_size,), generator=generator)]
+        slots = idx_cpu.numpy()
+        # The window of each transition: its episode's next n_step slots, `inside` it.
+        ks = np.arange(n_step)
+        window = (slots[:, None] + ks[None, :] * len(self._cur)) % self.capacity
+        inside = torch.from_numpy(self._step[slots][:, None] + ks < self._len[slots][:, None])
+        dev = self.device
+        win = torch.from_numpy(window).to(dev)  # [B, n]
+        cont = (1.0 - self.terminated[win[:, :-1]]) * inside[:, 1:].to(dev).float()
+        used = torch.cat([torch.ones_like(win[:, :1], dtype=cont.dtype), cont.cumprod(1)], 1)
+        m = used.sum(1).long()  # steps used, 1..n_step
+        first, last = win[:, 0], win.gather(1, (m - 1)[:, None]).squeeze(1)
+        obs, next_obs, rewards = self.obs[first], self.next_obs[last], self.rewards[win]
+        n_virtual = int(self.her.relabel_fraction * batch_size)
+        if n_virtual:
+            achieved = self.extras[ACHIEVED_GOAL]
+            where = self.goal_slots(slots[:n_virtual], generator)
+            goals = achieved[torch.from_numpy(where).to(dev)]
+            obs[:n_virtual, self.goal_slice] = goals
+            next_obs[:n_virtual, self.goal_slice] = goals
+            reached = achieved[win[:n_virtual]].reshape(n_virtual * n_step, -1)
+            new = self.compute_reward(
+                reached.cpu().numpy(),
+                goals.repeat_interleave(n_step, 0).cpu().numpy(),
+                [{} for _ in range(n_virtual * n_step)],
+            )
+            rewards[:n_virtual] = torch.as_tensor(
+                np.asarray(new, dtype=np.float32).reshape(n_virtual, n_step), device=dev
+            )
+        disc = gamma ** torch.arange(n_step, device=dev, dtype=torch.float32)
+        weights = used * disc
+        return Batch(
+            obs=obs,
+            actions=self.actions[first],
+            rewards=(rewards * weights).sum(1),
+            next_obs=next_obs,
+            terminated=self.terminated[last],
+            costs=None if self.costs is None else (self.costs[win] * weights).sum(1),
+            discount=None if n_step == 1 else gamma ** m.to(torch.float32),
+            extras={name: self.extras[name][first] for name in self._user_extras},
+        )
 
     # -- checkpoints --------------------------------------------------------------------------
 
@@ -327,8 +353,7 @@ def her_replay_buffer(
     extras: ExtraSpec | None = None,
 ) -> HerReplayBuffer:
     """The off-policy loop's buffer under ``her=``: checks that the run can relabel (a goal env
-    built with `GoalObservation`, the in-process collector, one-step targets, the env's own
-    reward), then builds it with that env's `compute_reward`."""
+    built with `GoalObservation`, the in-process collector, the env's own reward), then builds it with that env's `compute_reward`."""
     run = ctx.run
     what = f"her={her.strategy}"
     if run.collector_name != "vector":
@@ -340,12 +365,6 @@ def her_replay_buffer(
         raise ConfigError(
             f"{what} recomputes rewards with the env's compute_reward, so it cannot relabel a "
             f"learned reward (reward={run.reward!r}); drop one of them"
-        )
-    n_step = algo.config.n_step  # an OffPolicyConfig (`replay_buffer` checked it)
-    if n_step != 1:
-        raise ConfigError(
-            f"{what} samples one-step transitions; algo.n_step={n_step} is not supported with "
-            "it (stable-baselines3's HER has no n-step either): set algo.n_step=1"
         )
     env = ctx.make_env(learned_reward=False)
     goal_env = find_goal_wrapper(env)

@@ -82,3 +82,16 @@ def test_smoke_run_reports_every_arm_from_its_own_runs(
     assert head["adastop_decision"] == decision
     report = (tmp_path / "hil_manipulation.md").read_text()
     assert "| rlpd_hil |" in report and "AdaStop" in report
+    # the finished RL runs are archived (a smoke run's under --work) and come back, on a fresh
+    # machine with the same demos and classifier, as the report read them here
+    archive = tmp_path / "archive"
+    inputs = json.loads((archive / "prep.json").read_text())
+    assert sorted(inputs) == ["classifier", "demos"]
+    restored = bench.run_archive.restore(archive, tmp_path / "fresh", inputs)
+    assert sorted(d.parts[-2] for d in restored) == ["rlpd", "rlpd_hil"]
+    for d in restored:
+        (original,) = result["runs"][d.parts[-2]]
+        again = json.loads(json.dumps(bench.read_run(d)))  # tuples as the JSON holds them
+        assert {k: again[k] for k in ("success", "reward_fired")} == {
+            k: original[k] for k in ("success", "reward_fired")
+        }

@@ -2,7 +2,8 @@
 the same episode (its future for ``future``, inclusive; its last step for ``final``), the
 relabelled reward is the env's compute_reward(next achieved goal, new goal), a share
 1 - 1/(1+n_sampled_goal) of each batch is relabelled, unfinished and overwritten episodes are
-never sampled, and a checkpoint restores (closing the episode it cut). The behavioural check
+never sampled, n-step windows recompute every reward for the new goal, and a checkpoint
+restores (closing the episode it cut). The behavioural check
 of HER itself; learning on Fetch is tests/sim/test_her_fetch.py.
 
 Transitions here are synthetic and self-describing: observation = (episode, step, goal_x,
@@ -196,15 +197,54 @@ def test_checkpoint_round_trip_closes_the_cut_episode(capacity: int) -> None:
     assert set(again.sample(256).obs[:, 0].int().tolist()) == {0, 1}  # the cut one, closed
 
 
-def test_writes_without_goals_and_n_step_are_refused() -> None:
+def test_writes_without_goals_are_refused() -> None:
     buf = make_buffer()
     data = rows(0, range(3), 3)
     data["extras"] = {}
     with pytest.raises(ValueError, match="achieved goal"):
         buf.extend(**data)
-    fill(buf, [3])
-    with pytest.raises(ConfigError, match="n_step=3"):
-        buf.sample_nstep(8, 3, 0.99)
+
+
+def n_step_return(ep: int, step: int, used: int, goal: np.ndarray, gamma: float) -> float:
+    """The discounted sum of the env's rewards for `goal` over steps step..step+used-1."""
+    return sum(
+        gamma**k * float(compute_reward(np.array([ep, step + k + 1.0]), goal, None))
+        for k in range(used)
+    )
+
+
+def test_n_step_returns_recompute_every_reward_for_the_new_goal() -> None:
+    """Relabelled and stored rows alike: the window stays in the transition's episode, every
+    reward in it is the env's for the row's goal, and the bootstrap is the window's last next
+    observation with that goal, discounted gamma^m."""
+    buf, lengths, gamma, n = make_buffer(), [10, 7, 2], 0.9, 3
+    fill(buf, lengths)
+    batch = buf.sample_nstep(512, n, gamma, torch.Generator().manual_seed(0))
+    obs, nxt = batch.obs.numpy(), batch.next_obs.numpy()
+    ep, step = obs[:, 0].astype(int), obs[:, 1].astype(int)
+    used = np.minimum(n, np.array([lengths[e] for e in ep]) - step)
+    np.testing.assert_array_equal(nxt[:, 0], ep)
+    np.testing.assert_array_equal(nxt[:, 1], step + used)
+    np.testing.assert_array_equal(nxt[:, GOAL], obs[:, GOAL])
+    np.testing.assert_allclose(batch.discount.numpy(), gamma**used, rtol=1e-6)
+    expected = [n_step_return(*row, gamma) for row in zip(ep, step, used, obs[:, GOAL])]
+    np.testing.assert_allclose(batch.rewards.numpy(), expected, rtol=1e-6)
+    n_virtual = int(0.8 * 512)
+    hits = batch.rewards.numpy()[:n_virtual] > -(1 + gamma + gamma**2) + 1e-6
+    assert 0 < hits.sum() < n_virtual  # relabelled windows reach their goal, not all of them
+    assert (batch.rewards.numpy()[n_virtual:] <= -1).all()  # stored goals are never reached
+
+
+def test_n_step_window_stops_at_a_terminal() -> None:
+    buf = make_buffer()
+    data = rows(0, range(5), 5)
+    data["terminated"][1] = 1.0
+    buf.extend(**data)
+    batch = buf.sample_nstep(256, 3, 0.5, torch.Generator().manual_seed(1))
+    step, nxt = batch.obs[:, 1].int().numpy(), batch.next_obs[:, 1].int().numpy()
+    expected = np.where(step <= 1, 2, np.minimum(step + 3, 5))  # the terminal's next, or on
+    np.testing.assert_array_equal(nxt, expected)
+    np.testing.assert_array_equal(batch.terminated.numpy(), (step <= 1).astype(np.float32))
 
 
 def test_her_options() -> None:

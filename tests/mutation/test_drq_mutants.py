@@ -94,7 +94,7 @@ def test_minibatches_split_demo_and_online_rows_evenly(mask: list[bool], k: int)
 
 def test_refusals_name_the_algorithm() -> None:
     with pytest.raises(ConfigError, match="algo=drq"):
-        DrQ(gym.spaces.Box(-1.0, 1.0, (3,), np.float32), ACT_SPACE, DrQConfig(**SMALL))
+        DrQ(gym.spaces.Box(0, 255, (8, 8, 3), np.uint8), ACT_SPACE, DrQConfig(**SMALL))
     with pytest.raises(ConfigError, match="algo=drq needs a continuous"):
         DrQ(OBS_SPACE, gym.spaces.Discrete(2), DrQConfig(**SMALL))
     algo = make()

@@ -217,9 +217,35 @@ def test_checkpoint_round_trip_acts_the_same_on_dict_observations() -> None:
     assert other.policy().act(many).shape == (4, 2)
 
 
-def test_vector_observations_are_refused_with_a_pointer_to_sac() -> None:
-    with pytest.raises(ConfigError, match=r"algo=drq learns from camera images.*algo=sac"):
-        DrQ(gym.spaces.Box(-1, 1, (4,)), ACT, DrQConfig())
+def test_a_flat_state_vector_is_the_state_only_dict_that_her_gives_the_gate() -> None:
+    """Under her= the gate's policy sees one flat vector (state and goal): the algorithm built
+    on it updates and acts exactly as on the state-only Dict {state: vector}. Other spaces
+    that are not a Dict (an image without one) are refused."""
+    box = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+    cheap = {"hidden_sizes": [32, 32], "batch_size": 16, "num_critics": 2,
+             "critic_subsample": None, "critic_steps": 2}  # fmt: skip
+
+    def build(space: gym.Space) -> RLPD:
+        torch.manual_seed(0)
+        return RLPD(space, ACT, build_config(RLPDConfig, cheap))
+
+    flat, nested = build(box), build(gym.spaces.Dict({"state": box}))
+    g = torch.Generator().manual_seed(0)
+    obs, next_obs = torch.rand(16, 3, generator=g), torch.rand(16, 3, generator=g)
+    rest = dict(
+        actions=torch.rand(16, 2, generator=g), rewards=torch.rand(16, generator=g),
+        terminated=torch.zeros(16), discount=torch.full((16,), 0.99),
+    )  # fmt: skip
+    for _ in range(3):
+        torch.manual_seed(1)
+        a = flat.update(Batch(obs=obs, next_obs=next_obs, **rest))
+        torch.manual_seed(1)
+        b = nested.update(Batch(obs={"state": obs}, next_obs={"state": next_obs}, **rest))
+        assert float(a["critic_loss"]) == float(b["critic_loss"])
+    x = np.full(3, 0.3, np.float32)
+    np.testing.assert_array_equal(flat.policy().act(x), nested.policy().act({"state": x}))
+    with pytest.raises(ConfigError, match=r"algo=drq learns from camera images.*flat state"):
+        DrQ(gym.spaces.Box(0, 255, (16, 16, 3), np.uint8), ACT, DrQConfig())
 
 
 def test_an_image_too_small_for_the_conv_stack_names_the_camera_and_the_remedy() -> None:

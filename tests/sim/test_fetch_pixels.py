@@ -149,6 +149,8 @@ def test_the_side_camera_sees_the_block_the_gripper_hides_from_the_front_camera(
         {"reward_distance": 0.0},
         {"goal_offset": True},
         {"reward_distance": 0.08},
+        {"goal_env": True},
+        {"goal_env": True, "cameras": [], "privileged_block": True, "goal_offset": True},
     ],
 )
 def test_bad_arguments_name_the_argument(kwargs: dict) -> None:
@@ -268,3 +270,34 @@ def test_goal_offset_puts_the_block_to_goal_offset_in_success_radii_in_the_state
         assert (radii < 1.0) == env.success()
         obs, *_ = env.step(env.expert_action())
     env.close()
+
+
+def test_goal_env_is_the_gates_state_as_a_goal_dict_whose_reward_her_can_recompute() -> None:
+    """`goal_env=true`: the same numbers as the gate's state, split into Gymnasium-Robotics'
+    goal Dict (the policy's vector under her= is the state again), and `compute_reward` on
+    the observed goals is the step's reward, on every step of expert pushes (successes and
+    the 4-5 cm band under `reward_distance=0.04` included)."""
+    kwargs = dict(cameras=[], privileged_block=True, normalized_state=True, end_on_success=False)
+    plain = FetchPixelEnv("push", **kwargs, reward_distance=0.04)
+    goal = FetchPixelEnv("push", **kwargs, reward_distance=0.04, goal_env=True)
+    paid = 0.0
+    for ep in range(2):
+        state, _ = plain.reset(seed=ep)
+        obs, _ = goal.reset(seed=ep)
+        for _ in range(50):
+            assert goal.observation_space.contains(obs)
+            joined = np.concatenate([obs["observation"], obs["desired_goal"]])
+            np.testing.assert_allclose(joined, state["state"], atol=1e-6)
+            np.testing.assert_allclose(obs["achieved_goal"], state["state"][10:13], atol=1e-6)
+            action = plain.expert_action()
+            state, plain_reward, *_ = plain.step(action)
+            obs, reward, *_ = goal.step(action)
+            assert reward == plain_reward
+            assert goal.compute_reward(obs["achieved_goal"], obs["desired_goal"], {}) == reward
+            paid += reward
+    # batched as her= calls it, against another goal: the block itself is always reached
+    batch = np.stack([obs["achieved_goal"], obs["achieved_goal"] + 0.5])
+    np.testing.assert_array_equal(goal.compute_reward(batch, obs["achieved_goal"], None), [1, 0])
+    plain.close()
+    goal.close()
+    assert paid > 0

@@ -32,6 +32,7 @@ from roborl.core.nn import fused_adam, load_optimizer_state
 from roborl.core.obs import to_torch
 from roborl.plugins.pixel_sac.config import DrQConfig
 from roborl.plugins.pixel_sac.drq import DrQ
+from roborl.plugins.pixel_sac.encoder import as_state_dict
 
 
 @dataclass
@@ -67,7 +68,7 @@ class PixelBC(DrQ):
                 "person's interventions are added as they happen) and demo_fraction=1.0."
             )
         rows = is_demo.reshape(-1).bool().to(self.device).nonzero().squeeze(-1)
-        obs = {k: v[rows] for k, v in to_torch(batch.obs, self.device).items()}
+        obs = {k: v[rows] for k, v in as_state_dict(to_torch(batch.obs, self.device)).items()}
         target = self.scaler.to_unit(batch.actions.to(self.device)[rows])
         images = {k: self.shift(v) for k, v in self.encoder.images(obs).items()}
         predicted = self.actor.deterministic(self.encoder(images, obs))

@@ -140,6 +140,7 @@ from roborl.plugins.pixel_sac.config import DrQConfig, RLPDConfig
 from roborl.plugins.pixel_sac.encoder import (
     ObsEncoder,
     RandomShift,
+    as_state_dict,
     load_pretrained_conv,
     require_pixel_space,
     shift_pad,
@@ -231,7 +232,7 @@ class DrQ(Algorithm):
 
     @torch.no_grad()
     def act(self, obs: Any, deterministic: bool = False) -> np.ndarray:
-        x = self.features(to_torch(obs, self.device))
+        x = self.features(as_state_dict(to_torch(obs, self.device)))
         a = self.actor.deterministic(x) if deterministic else self.actor.sample(x)[0]
         return self.scaler.to_env(a.cpu().numpy())
 
@@ -241,9 +242,8 @@ class DrQ(Algorithm):
     def actor_graph(self) -> ActorGraph:
         """`policy()` as tensor ops for ONNX export: one input per observation entry (camera
         frames uint8), encoder, tanh(mean), scaled to the bounds; no augmentation."""
-        module = PixelActorGraph(
-            self.encoder, self.actor, self.action_space, list(self.observation_space.spaces)
-        )
+        keys = list(require_pixel_space(self.observation_space, self.name).spaces)
+        module = PixelActorGraph(self.encoder, self.actor, self.action_space, keys)
         return ActorGraph(module, observation_inputs(self.observation_space))
 
     # -- learning ----------------------------------------------------------------------------
@@ -377,10 +377,13 @@ class DrQ(Algorithm):
 
         The tensor work is `_update_step`; with `capture` and a known demo layout it is one
         CUDA graph per layout (`_layout_step`), else eager. The counter moves here."""
-        if not isinstance(batch.obs, Mapping):
+        if isinstance(self.observation_space, gym.spaces.Dict) and not isinstance(
+            batch.obs, Mapping
+        ):
             raise TypeError(f"algo={self.name} expects Dict batches, got {type(batch.obs)}")
         inputs = (
-            to_torch(batch.obs, self.device), to_torch(batch.next_obs, self.device),
+            as_state_dict(to_torch(batch.obs, self.device)),
+            as_state_dict(to_torch(batch.next_obs, self.device)),
             batch.actions.to(self.device), batch.rewards, batch.terminated,
             batch.require_discount(self.name),
             batch.extras.get("is_demo"),

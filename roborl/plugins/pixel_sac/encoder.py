@@ -17,6 +17,7 @@ images (about 8x faster on CPU here than kornia's `RandomCrop`, whose affine res
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -161,20 +162,28 @@ class ObsEncoder(nn.Module):
         return torch.cat(parts, dim=-1)
 
 
+STATE_KEY = "state"
+"""The entry a flat vector observation becomes (`require_pixel_space`, `as_state_dict`)."""
+
+
 def require_pixel_space(space: gym.Space, algo: str) -> gym.spaces.Dict:
     """The observation space as a Dict (camera images beside Box states), or a ConfigError.
 
     A Dict of states only (no camera; e.g. `env=fetch_push_pixels env.kwargs.cameras=[]
     env.kwargs.privileged_block=true`, issue 48's state gate) is accepted: the same algorithm
     then learns from the states alone (no encoder, no augmentation), which separates its RL
-    from its vision. A flat vector space is refused with a pointer to algo=sac."""
+    from its vision. A flat vector Box is that too, as the one entry `STATE_KEY` (a goal env
+    under ``her=``, whose relabelling needs the goal in one flat vector). Anything else is
+    refused."""
+    if isinstance(space, gym.spaces.Box) and len(space.shape) == 1:
+        return gym.spaces.Dict({STATE_KEY: space})
     keys: Sequence[str] = image_keys(space)
     if not isinstance(space, gym.spaces.Dict) or not space.spaces:
         raise ConfigError(
             f"algo={algo} learns from camera images: it needs a Dict observation space with at "
-            "least one uint8 image entry of shape (H, W, C) or (k, H, W, C), but the env's "
-            f"observation space is {space}. Choose a pixel env config (e.g. a RoborlTabletop "
-            "pixel task) or, for flat vector observations, algo=sac."
+            "least one uint8 image entry of shape (H, W, C) or (k, H, W, C), or a flat state "
+            f"vector, but the env's observation space is {space}. Choose a pixel env config "
+            "(e.g. a RoborlTabletop pixel task) or a vector env."
         )
     for key, sub in space.spaces.items():
         if key not in keys and not isinstance(sub, gym.spaces.Box):
@@ -183,6 +192,12 @@ def require_pixel_space(space: gym.Space, algo: str) -> gym.spaces.Dict:
                 "entries must be Box spaces (they are concatenated to the image features)."
             )
     return space
+
+
+def as_state_dict(obs: Any) -> Any:
+    """A flat batch of state vectors as the state-only Dict `require_pixel_space` made of its
+    space; a Dict batch as it is."""
+    return obs if isinstance(obs, Mapping) else {STATE_KEY: obs}
 
 
 def shift_pad(space: gym.spaces.Dict, pixels: int, fraction: float | None) -> int:

@@ -23,6 +23,10 @@ turns a Fetch task into that setting:
 - ``goal_offset=True`` (with ``privileged_block``) appends the block's offset from the goal in
   units of the 5 cm success radius, so success is the unit ball of three state entries: a
   diagnostic of whether the critic's trouble telling 6 cm from 4 cm is its input's geometry;
+- ``goal_env=True`` (no camera) observes Gymnasium-Robotics' goal Dict instead: ``observation``
+  (the state without the goal), ``achieved_goal`` (the block, or the gripper on Reach) and
+  ``desired_goal``, both in the state's units, with ``compute_reward``, so ``her=`` can
+  relabel goals (the policy still sees the same vector: `GoalObservation` appends the goal);
 - `expert_action(noise)`: a scripted push expert (move behind the block on the goal's line,
   lower, push through; the well-known Fetch heuristic), for demos and the scripted person;
   `progress()` is the distance still to go (block to goal, or gripper to goal on Reach). On
@@ -128,6 +132,7 @@ class FetchPixelEnv(gym.Env):
         cameras: Sequence[str] | str = ("front",),
         reward_distance: float | None = None,
         goal_offset: bool = False,
+        goal_env: bool = False,
     ) -> None:
         if task not in TASKS:
             raise ConfigError(f"FetchPixelEnv task={task!r}: accepted are {', '.join(TASKS)}")
@@ -141,6 +146,12 @@ class FetchPixelEnv(gym.Env):
                 "block's, and without it only the camera sees the block"
             )
         cameras = [cameras] if isinstance(cameras, str) else list(cameras)
+        if goal_env and (cameras or goal_offset):
+            raise ConfigError(
+                "FetchPixelEnv goal_env=true observes the goal Dict (observation, achieved_goal, "
+                "desired_goal) that her= relabels: it needs cameras=[] (no image in a goal "
+                "vector) and goal_offset=false (the offset would not follow a relabelled goal)"
+            )
         unknown = [c for c in cameras if c not in CAMERAS]
         if unknown or len(set(cameras)) < len(cameras):
             raise ConfigError(
@@ -176,6 +187,7 @@ class FetchPixelEnv(gym.Env):
         self.end_on_success = bool(end_on_success)
         self.privileged_block = bool(privileged_block)
         self.goal_offset = bool(goal_offset)
+        self.goal_env = bool(goal_env)
         self.normalized_state = bool(normalized_state)
         self.workspace = box
         self.reward_distance = None if reward_distance is None else float(reward_distance)
@@ -196,12 +208,16 @@ class FetchPixelEnv(gym.Env):
             self._offset, self._scale = np.zeros_like(self._offset), np.ones_like(self._scale)
         n_state = len(self._offset) + (3 if self.goal_offset else 0)
         frame = gym.spaces.Box(0, 255, (self.image_size, self.image_size, 3), np.uint8)
+        vector = lambda n: gym.spaces.Box(-np.inf, np.inf, (n,), np.float32)  # noqa: E731
         self.observation_space = gym.spaces.Dict(
+            {"observation": vector(n_state - 3), "achieved_goal": vector(3),
+             "desired_goal": vector(3)}
+        ) if self.goal_env else gym.spaces.Dict(
             {
                 **{key: frame for key in self._image_keys},
-                "state": gym.spaces.Box(-np.inf, np.inf, (n_state,), np.float32),
+                "state": vector(n_state),
             }
-        )
+        )  # fmt: skip
         self.action_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
         self._raw: dict[str, np.ndarray] = {}
         self._steps = 0
@@ -229,11 +245,22 @@ class FetchPixelEnv(gym.Env):
         success = bool(info.get("is_success", 0.0))
         terminated = success and self.end_on_success
         truncated = self._steps >= self.max_episode_steps and not terminated
-        reward = (
-            float(success) if self.reward_distance is None
-            else float(self.progress() < self.reward_distance)
-        )  # fmt: skip
-        return self._obs(), reward, terminated, truncated, {"success": success}
+        obs = self._obs()
+        if self.goal_env:  # the reward HER recomputes, from the same numbers
+            reward = float(self.compute_reward(obs["achieved_goal"], obs["desired_goal"], {}))
+        elif self.reward_distance is None:
+            reward = float(success)
+        else:
+            reward = float(self.progress() < self.reward_distance)
+        return obs, reward, terminated, truncated, {"success": success}
+
+    def compute_reward(self, achieved_goal: Any, desired_goal: Any, info: Any) -> np.ndarray:
+        """Gymnasium-Robotics' `compute_reward` for ``goal_env``: 1 where the goals (batched on
+        axis 0, in the state's units) lie within the reward's radius (`reward_distance`, else
+        Fetch's 5 cm), else 0."""
+        gap = (np.asarray(achieved_goal) - np.asarray(desired_goal)) * self._scale[-3:]
+        radius = SUCCESS_DISTANCE if self.reward_distance is None else self.reward_distance
+        return (np.linalg.norm(gap, axis=-1) < radius).astype(np.float32)
 
     def clip_to_workspace(self, move: np.ndarray) -> np.ndarray:
         """HIL-SERL's workspace box: the move (in [-1, 1]^3, 5 cm a unit) shortened so the
@@ -267,6 +294,13 @@ class FetchPixelEnv(gym.Env):
     def _obs(self) -> dict[str, np.ndarray]:
         raw = np.concatenate([self._raw["observation"][self._indices], self._raw["desired_goal"]])
         state = (raw - self._offset) / self._scale
+        if self.goal_env:
+            achieved = (self._raw["achieved_goal"] - self._offset[-3:]) / self._scale[-3:]
+            return {
+                "observation": state[:-3].astype(np.float32),
+                "achieved_goal": achieved.astype(np.float32),
+                "desired_goal": state[-3:].astype(np.float32),
+            }
         if self.goal_offset:
             offset = self._raw["desired_goal"] - self._raw["achieved_goal"]
             state = np.concatenate([state, offset / SUCCESS_DISTANCE])

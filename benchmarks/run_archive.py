@@ -1,0 +1,99 @@
+"""Finished runs kept in the repository, so a benchmark longer than one machine's life adds up.
+
+The pixel headline (`hil_manipulation.py`) is ten runs of about an hour each on two cores; the
+machine that runs it may be a fresh one next time, with `--work` gone. What a finished run
+contributes to the report is small (its `summary.json`, `metrics.jsonl`, `config.yaml` and the
+reward's precision on the frames it fired on), so `save` copies that into the archive and
+`restore` puts it back into a new `--work`, where `roborl compare` counts the run as finished
+(it only runs seeds whose `summary.json` says so) and the report reads it as before.
+
+Runs are pooled only if they trained on the same inputs: the archive's `prep.json` holds the
+SHA-256 of each prepared file (the demos, the reward classifier's weights) and `restore`
+refuses, naming the files, when this machine's preparation differs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+RUN_FILES = ("summary.json", "metrics.jsonl", "config.yaml")
+PREP = "prep.json"
+EXTRA = "extra.json"  # per run: what the report computed from files not kept (fired frames)
+
+
+def fingerprint(files: Mapping[str, Path]) -> dict[str, str]:
+    """Name -> SHA-256 of each prepared file."""
+    return {name: hashlib.sha256(Path(p).read_bytes()).hexdigest() for name, p in files.items()}
+
+
+def finished(run_dir: Path) -> bool:
+    try:
+        return json.loads((run_dir / "summary.json").read_text()).get("status") == "finished"
+    except (OSError, json.JSONDecodeError):
+        return False
+
+
+def save(
+    runs: Path, archive: Path, prep: dict[str, str], extra: Callable[[Path], dict[str, Any]]
+) -> list[Path]:
+    """Copy every finished run under `runs` (its `RUN_FILES` and `extra(run_dir)`) to the same
+    relative place under `archive`; returns the runs archived now."""
+    check(archive, prep)
+    archive.mkdir(parents=True, exist_ok=True)
+    (archive / PREP).write_text(json.dumps(prep, indent=1) + "\n")
+    saved = []
+    for summary in sorted(runs.glob("**/summary.json")):
+        run_dir = summary.parent
+        dest = archive / run_dir.relative_to(runs)
+        if not finished(run_dir) or finished(dest):
+            continue
+        dest.mkdir(parents=True, exist_ok=True)
+        (dest / EXTRA).write_text(json.dumps(extra(run_dir), indent=1) + "\n")
+        for name in (*RUN_FILES[1:], RUN_FILES[0]):  # the summary last: it marks the copy done
+            shutil.copyfile(run_dir / name, dest / name)
+        saved.append(dest)
+    return saved
+
+
+def restore(archive: Path, runs: Path, prep: dict[str, str]) -> list[Path]:
+    """Put the archived runs missing under `runs` back; returns the restored run dirs."""
+    if not (archive / PREP).exists():
+        return []
+    check(archive, prep)
+    restored = []
+    for summary in sorted(archive.glob("**/summary.json")):
+        src = summary.parent
+        dest = runs / src.relative_to(archive)
+        if finished(dest):
+            continue
+        if dest.exists():  # an interrupted leftover of the same seed: the archive's is whole
+            shutil.rmtree(dest)
+        shutil.copytree(src, dest)
+        restored.append(dest)
+    return restored
+
+
+def extra_of(run_dir: Path) -> dict[str, Any] | None:
+    """The `extra` a run was archived with (None for a run trained here)."""
+    path = run_dir / EXTRA
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def check(archive: Path, prep: dict[str, str]) -> None:
+    """Refuse to pool with archived runs that trained on other inputs."""
+    path = archive / PREP
+    if not path.exists():
+        return
+    theirs = json.loads(path.read_text())
+    differ = sorted(k for k in {*theirs, *prep} if theirs.get(k) != prep.get(k))
+    if differ:
+        raise SystemExit(
+            f"the archived runs in {archive} trained on other inputs than this --work's: "
+            f"{', '.join(differ)} differ (SHA-256 in {path}). Pooling them would mix two "
+            "setups: use the same preparation, or another --archive."
+        )
