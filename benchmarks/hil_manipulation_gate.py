@@ -210,6 +210,7 @@ def markdown(result: dict[str, Any]) -> str:
         f"(>= {GOAL} over 5 seeds by 12,000 steps).**",
         "",
         f"Command: `{result['command']}`  ",
+        *[f"Before it (arms kept): `{c}`  " for c in result.get("earlier_commands", [])],
         f"Machine: {result['machine']}.",
         "",
         "| arm | runs | steps | success at the end: IQM [95% CI] | per seed | success at any "
@@ -414,9 +415,20 @@ def overrides_of(run_dir: Path) -> list[str]:
 
 
 def build_result(
-    a: argparse.Namespace, arms: dict[str, list[Path]], gate_label: str, wall_s: float
+    a: argparse.Namespace,
+    arms: dict[str, list[Path]],
+    gate_label: str,
+    wall_s: float,
+    previous: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """The report of `arms` (run directories per label); with `previous` (a results JSON, for
+    `--extend`) its arms are kept as it recorded them (their directories may be gone) and
+    `arms` are added beside them."""
     runs = {label: [read_run(d) for d in dirs] for label, dirs in arms.items()}
+    overrides = {label: overrides_of(dirs[0]) for label, dirs in arms.items() if dirs}
+    if previous is not None:
+        runs = {**previous["runs"], **runs}
+        overrides = {**previous.get("overrides", {}), **overrides}
     summary = summarise(runs, a.log_every * 4, a.reps)
     gate = summary[gate_label]
     iqm = gate["aggregate_end"]["iqm"]
@@ -438,8 +450,11 @@ def build_result(
         },
         "summary": summary,
         "runs": runs,
-        "overrides": {label: overrides_of(dirs[0]) for label, dirs in arms.items() if dirs},
-    }
+        "overrides": overrides,
+        "earlier_commands": [
+            *previous.get("earlier_commands", []), previous["command"]
+        ] if previous else [],
+    }  # fmt: skip
 
 
 def write(result: dict[str, Any], out_dir: Path, name: str) -> None:
@@ -513,6 +528,10 @@ def main() -> None:
         help="report existing run directories as an arm (repeat; the first is the gate)",
     )  # fmt: skip
     p.add_argument(
+        "--extend", action="store_true",
+        help="with --collect: add the arms to results/NAME.json, keeping the arms it has",
+    )  # fmt: skip
+    p.add_argument(
         "--failures", type=Path, default=None, metavar="CHECKPOINT",
         help="how a trained gate policy fails, by kind (no training)",
     )  # fmt: skip
@@ -561,7 +580,11 @@ def main() -> None:
         demos = record_demos(a, work)
         gate_label = "gate"
         arms = {gate_label: run_seeds(a, demos, work)}
-    result = build_result(a, arms, gate_label, time.time() - t0)
+    previous = None
+    if a.extend:
+        previous = json.loads((OUT / f"{a.name}.json").read_text())
+        gate_label = previous["gate_label"]
+    result = build_result(a, arms, gate_label, time.time() - t0, previous)
     write(result, OUT if not a.smoke else work, a.name)
     print(markdown(result))
 

@@ -45,6 +45,19 @@ def test_report_reads_both_successes_the_iqm_and_the_intervention_rate(tmp_path:
     assert s["intervention_by_window"] == [(2000, 0.25)]  # window = 4 x log_every
     md = gate.markdown(result)
     assert "test box" in md and "2000: 0.90/1.00" in md
+    # --extend: a new arm beside the recorded ones, whose directories are gone
+    for d in dirs:
+        for f in d.iterdir():
+            f.unlink()
+    new = [fake_run(tmp_path / f"her{i}", (1.0, 1.0), [0.1]) for i in range(3)]
+    more = gate.build_result(
+        args, {"her": new}, "gate", 1.0, previous=json.loads(json.dumps(result))
+    )
+    assert list(more["summary"]) == ["gate", "her"]
+    assert more["summary"]["gate"]["finals_end"] == s["finals_end"]
+    assert more["headline"] == json.loads(json.dumps(result["headline"]))
+    assert more["summary"]["her"]["finals_end"] == [1.0, 1.0, 1.0]
+    assert more["earlier_commands"] == [result["command"]]
 
 
 def test_print_command_carries_the_state_task_and_the_levers(tmp_path: Path) -> None:

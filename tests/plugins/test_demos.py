@@ -267,6 +267,21 @@ def test_record_keeps_finished_episodes_when_interrupted(tmp_path):
     assert len(load_file(path)) == 20
 
 
+def test_random_demos_of_the_same_seed_are_the_same_rows():
+    """`policy=random seed=N` is reproducible: the classifier's random-scene frames (and so
+    the classifier trained on them) came out different on every machine before."""
+    from roborl.plugins.demos.record import make_policy
+
+    def recorded(seed: int) -> np.ndarray:
+        env = gym.make("Pendulum-v1", max_episode_steps=10)
+        ds, _ = record(env, make_policy("random", env, None), 2, seed=seed, log=lambda m: None)
+        env.close()
+        return ds.actions
+
+    np.testing.assert_array_equal(recorded(3), recorded(3))
+    assert not np.array_equal(recorded(3), recorded(4))
+
+
 def test_demos_record_cli_writes_a_lerobot_dataset(tmp_path):
     """out=lerobot:DIR: camera frames as video, the task string, success per frame; the
     directory loads back through demos=/dataset= as the same transitions."""

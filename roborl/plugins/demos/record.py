@@ -114,6 +114,7 @@ def _episode(
     env: gym.Env, act: Act, seed: int, stop_after_success: int | None = None
 ) -> dict[str, Any]:
     obs, _ = env.reset(seed=seed)
+    env.action_space.seed(seed)  # policy=random: the same episode seed, the same actions
     rows: dict[str, list[Any]] = {k: [] for k in ("obs", "next", "act", "rew", "term", "tout")}
     success: list[bool] = []
     intervened: list[bool] = []
