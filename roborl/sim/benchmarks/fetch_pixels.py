@@ -114,6 +114,10 @@ def _units(n: int, positions: list[int], offsets: list[int]) -> tuple[np.ndarray
 _UNITS = {"push": _units(25, [0, 1, 2, 3, 4, 5], [6, 7, 8]), "reach": _units(10, [0, 1, 2], [])}
 
 
+def _vector(n: int) -> gym.spaces.Box:
+    return gym.spaces.Box(-np.inf, np.inf, (n,), np.float32)
+
+
 class FetchPixelEnv(gym.Env):
     """A Fetch task from a camera plus proprioception (see the module docstring)."""
 
@@ -208,16 +212,12 @@ class FetchPixelEnv(gym.Env):
             self._offset, self._scale = np.zeros_like(self._offset), np.ones_like(self._scale)
         n_state = len(self._offset) + (3 if self.goal_offset else 0)
         frame = gym.spaces.Box(0, 255, (self.image_size, self.image_size, 3), np.uint8)
-        vector = lambda n: gym.spaces.Box(-np.inf, np.inf, (n,), np.float32)  # noqa: E731
-        self.observation_space = gym.spaces.Dict(
-            {"observation": vector(n_state - 3), "achieved_goal": vector(3),
-             "desired_goal": vector(3)}
-        ) if self.goal_env else gym.spaces.Dict(
-            {
-                **{key: frame for key in self._image_keys},
-                "state": vector(n_state),
-            }
-        )  # fmt: skip
+        if self.goal_env:  # the state split at its last three entries, the goal
+            entries = {"observation": _vector(n_state - 3), "achieved_goal": _vector(3),
+                       "desired_goal": _vector(3)}  # fmt: skip
+        else:
+            entries = {**{key: frame for key in self._image_keys}, "state": _vector(n_state)}
+        self.observation_space = gym.spaces.Dict(entries)
         self.action_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
         self._raw: dict[str, np.ndarray] = {}
         self._steps = 0
