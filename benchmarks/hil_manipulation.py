@@ -30,11 +30,12 @@ The recipe, every piece roborl's own:
 
 Robot time: steps x 0.1 s (HIL-SERL's 10 Hz; 36,000 steps = 1 hour). The sim runs as fast as
 it goes. `--smoke` runs the whole pipeline at toy size (CI runs it). At the full budget one
-run takes 55-75 min here (8-12 env steps/s, two at a time on 2 cores), so the 4 + 4 + 3
-runs take 5-7 hours. Run again with the same `--work` after a stop: finished runs are kept,
-and with `--checkpoint-every` below `--steps` an interrupted one continues from its last
-checkpoint (otherwise it starts again). Issue 48's headline (the gate's levers, play on after
-success, five seeds a side, no BC arm):
+run takes 55-100 min (5-12 env steps/s on the 2-core machines measured, two at a time), so
+the 4 + 4 + 3 runs take 5-9 hours. Run again with the same `--work` after a stop: finished
+runs are kept, and with `--checkpoint-every` below `--steps` an interrupted one continues from
+its last checkpoint (otherwise it starts again). Longer than the machine lives, finished runs
+add up in the repository (`--archive`, `--archive-only`: run_archive.py). Issue 48's headline
+(the gate's levers, play on after success, five seeds a side, no BC arm):
 
     OMP_NUM_THREADS=1 python benchmarks/hil_manipulation.py --steps 36000 --seeds 5 --jobs 2 \
         --bc-weight 10 --n-step 3 --play-on --checkpoint-every 4000 --bc-seeds 0 \

@@ -44,14 +44,15 @@ def save(
     """Copy every finished run under `runs` (its `RUN_FILES` and `extra(run_dir)`) to the same
     relative place under `archive`; returns the runs archived now."""
     check(archive, prep)
-    archive.mkdir(parents=True, exist_ok=True)
-    (archive / PREP).write_text(json.dumps(prep, indent=1) + "\n")
     saved = []
     for summary in sorted(runs.glob("**/summary.json")):
         run_dir = summary.parent
         dest = archive / run_dir.relative_to(runs)
         if not finished(run_dir) or finished(dest):
             continue
+        if not (archive / PREP).exists():  # the inputs are pinned by the first run kept
+            archive.mkdir(parents=True, exist_ok=True)
+            (archive / PREP).write_text(json.dumps(prep, indent=1) + "\n")
         dest.mkdir(parents=True, exist_ok=True)
         (dest / EXTRA).write_text(json.dumps(extra(run_dir), indent=1) + "\n")
         for name in (*RUN_FILES[1:], RUN_FILES[0]):  # the summary last: it marks the copy done

@@ -35,6 +35,8 @@ def test_finished_runs_come_back_on_a_fresh_work_dir_and_unfinished_ones_do_not(
     prep = run_archive.fingerprint({"demos": prep_file})
     run(work, "g/hil/seed0", "finished", 0.5)
     run(work, "g/hil/seed2", "running", 0.1)
+    assert run_archive.save(work / "g/hil/seed2", archive, prep, dict) == []
+    assert not archive.exists()  # nothing finished: nothing pins the inputs yet
     saved = run_archive.save(work, archive, prep, lambda d: {"seen": d.name})
     assert [d.relative_to(archive).as_posix() for d in saved] == ["g/hil/seed0"]
     assert not (archive / "g/hil/seed0/checkpoints").exists()  # only what the report reads
