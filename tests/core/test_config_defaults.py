@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from cli_server import run_roborl
 
 from roborl.core.compose import compose, config_roots, field_defaults
 from roborl.core.plugins import get_host
@@ -58,10 +58,8 @@ def test_every_algorithm_composes_with_its_full_defaults() -> None:
         assert set(field_defaults(cls.Config)) <= set(algo), name
 
 
-def _roborl(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "roborl.core.cli", *args], capture_output=True, text=True
-    )
+def _roborl(*args: str) -> subprocess.CompletedProcess[str]:
+    return run_roborl(args, timeout=300)
 
 
 @pytest.mark.parametrize(

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from cli_server import run_roborl
 
 from roborl.core.config import build_config
 from roborl.core.datasets import OfflineDataset
@@ -390,20 +389,17 @@ def test_iql_config_defaults_match_the_paper() -> None:
 
 def test_train_iql_from_cli(tmp_path: Path) -> None:
     path = behaviour_dataset(n=2000).save(tmp_path / "pend.hdf5")
-    out = subprocess.run(
-        [sys.executable, "-m", "roborl.core.cli", "dataset", "info", str(path)],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path,
-    )  # fmt: skip
+    out = run_roborl(["dataset", "info", str(path)], timeout=120, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["transitions"] == 2000
     run_dir = tmp_path / "run"
     cmd = [
-        sys.executable, "-m", "roborl.core.cli", "train", "algo=iql", f"dataset={path}",
+        "train", "algo=iql", f"dataset={path}",
         "env=inverted_pendulum", "total_updates=60", "eval_every=30", "eval_episodes=1",
         "checkpoint_every=60", "log_every=30", "algo.hidden_sizes=[32,32]", "progress=false",
         f"hydra.run.dir={run_dir}",
     ]  # fmt: skip
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=150, cwd=tmp_path)
+    res = run_roborl(cmd, timeout=150, cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-2000:]
     lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     evals = [x for x in lines if "eval/normalized_score" in x]
@@ -430,11 +426,11 @@ def test_offline_run_acts_in_the_envs_action_bounds(tmp_path: Path) -> None:
     assert load_file(path).action_space.high.tolist() == [2.0]
     run_dir = tmp_path / "run"
     cmd = [
-        sys.executable, "-m", "roborl.core.cli", "train", "algo=iql", f"dataset={path}",
+        "train", "algo=iql", f"dataset={path}",
         "env=inverted_pendulum", "total_updates=5", "eval_every=5", "eval_episodes=1",
         "algo.hidden_sizes=[8,8]", "progress=false", f"hydra.run.dir={run_dir}",
     ]  # fmt: skip
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=150, cwd=tmp_path)
+    res = run_roborl(cmd, timeout=150, cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-2000:]
     ckpt = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)
     assert np.asarray(ckpt["action_space"]["high"]).tolist() == [3.0]
@@ -446,11 +442,11 @@ def test_cli_refuses_a_dataset_of_another_task_before_training(tmp_path: Path) -
     path = behaviour_dataset(n=300).save(tmp_path / "pend.npz")
     run_dir = tmp_path / "run"
     cmd = [
-        sys.executable, "-m", "roborl.core.cli", "train", "algo=iql", f"dataset={path}",
+        "train", "algo=iql", f"dataset={path}",
         "env=hopper", "total_updates=50", "eval_every=1000", "progress=false",
         f"hydra.run.dir={run_dir}",
     ]  # fmt: skip
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=150, cwd=tmp_path)
+    res = run_roborl(cmd, timeout=150, cwd=tmp_path)
     assert res.returncode != 0
     err = res.stderr + res.stdout
     assert "'observations'" in err and "(4,)" in err and "(11,)" in err and "Hopper" in err

@@ -4,9 +4,9 @@ trains roborl's SAC end to end through the public TrainContext only."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
+
+from cli_server import run_roborl
 
 from roborl.core.checkpoint import load_checkpoint
 
@@ -16,13 +16,13 @@ RANDOM_RETURN = 10.0  # random play on InvertedPendulum-v5 balances for about 5-
 def test_sac_trains_from_the_example_collector(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     cmd = [
-        sys.executable, "-m", "roborl.core.cli", "train", "algo=sac", "env=inverted_pendulum",
+        "train", "algo=sac", "env=inverted_pendulum",
         "collector=example_episodes", "total_steps=3000", "learning_starts=500",
         "eval_every=3000", "eval_episodes=5", "checkpoint_every=3000", "log_every=500",
         "algo.hidden_sizes=[64,64]", "algo.batch_size=128", "seed=0", "progress=false",
         f"hydra.run.dir={run_dir}",
     ]  # fmt: skip
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    res = run_roborl(cmd, timeout=600, cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     records = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     chunks = [r for r in records if "example/chunks" in r]

@@ -12,16 +12,17 @@ from pathlib import Path
 
 import pytest
 import torch
+from cli_server import run_roborl
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "roborl-example-plugin"
 
 
 def roborl(*args: str, cwd: Path, env: dict | None = None, check: bool = True):
-    proc = subprocess.run(
-        [sys.executable, "-m", "roborl.core.cli", *args],
-        cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    """`python -m roborl.core.cli ARGS` from the worker's fork server (tests/cli_server.py):
+    plugins are discovered in the command, after the fork, so a PYTHONPATH site or a
+    ROBORL_DISABLE_PLUGINS given here is seen as in a fresh interpreter."""
+    proc = run_roborl(args, cwd=cwd, env={**os.environ, **(env or {})}, timeout=600)
     if check and proc.returncode != 0:
         raise AssertionError(proc.stderr[-3000:])
     return proc
