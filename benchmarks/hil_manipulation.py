@@ -34,7 +34,9 @@ run takes 55-100 min (5-12 env steps/s on the 2-core machines measured, two at a
 the 4 + 4 + 3 runs take 5-9 hours. Run again with the same `--work` after a stop: finished
 runs are kept, and with `--checkpoint-every` below `--steps` an interrupted one continues from
 its last checkpoint (otherwise it starts again). Longer than the machine lives, finished runs
-add up in the repository (`--archive`, `--archive-only`: run_archive.py). Issue 48's headline
+add up in the repository (`--archive`, `--archive-only`: run_archive.py); on x86-64 every
+command runs torch's AVX2 kernels, so a new machine prepares the same bytes (and its runs the
+same numbers) as the one that made the archive (`run_archive.pin_cpu_kernels`). Issue 48's headline
 (the gate's levers, play on after success, five seeds a side, no BC arm):
 
     OMP_NUM_THREADS=1 python benchmarks/hil_manipulation.py --steps 36000 --seeds 5 --jobs 2 \
@@ -481,6 +483,7 @@ def main() -> None:
         a.probe_steps = 100
     work = a.work or Path(os.environ.get("TMPDIR", "/tmp")) / f"roborl_{a.name}"
     work.mkdir(parents=True, exist_ok=True)
+    kernels = run_archive.pin_cpu_kernels()  # the same bytes on every x86-64 machine
     t0 = time.time()
     prep = hard_negatives(a, prepare(a, work), work)
     if a.prepare_only:
@@ -508,6 +511,7 @@ def main() -> None:
     result = {
         "command": " ".join(["python", *sys.argv]),
         "machine": a.machine or f"{platform.machine()}, {os.cpu_count()} cores",
+        "cpu_kernels": kernels,
         "wall_s": time.time() - t0,
         "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(a).items()},
         "classifier": prep["classifier"],

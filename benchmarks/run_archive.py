@@ -10,12 +10,20 @@ reward's precision on the frames it fired on), so `save` copies that into the ar
 Runs are pooled only if they trained on the same inputs: the archive's `prep.json` holds the
 SHA-256 of each prepared file (the demos, the reward classifier's weights) and `restore`
 refuses, naming the files, when this machine's preparation differs.
+
+The preparation is deterministic on one machine, but across machines the classifier's weights
+depend on which CPU kernels torch picks: on 2026-12-07 an AVX-512 machine trained different
+bytes from the same demos than the AVX2 machine that made the archive, and the same AVX-512
+machine reproduced the archive's classifier exactly with the AVX2 kernels forced.
+`pin_cpu_kernels` forces them for everything the benchmark starts.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import platform
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -24,6 +32,26 @@ from typing import Any
 RUN_FILES = ("summary.json", "metrics.jsonl", "config.yaml")
 PREP = "prep.json"
 EXTRA = "extra.json"  # per run: what the report computed from files not kept (fired frames)
+# torch's own kernels (ATen), oneDNN's convolutions and MKL's BLAS, each held to AVX2.
+AVX2_KERNELS = {
+    "ATEN_CPU_CAPABILITY": "avx2",
+    "ONEDNN_MAX_CPU_ISA": "AVX2",
+    "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+}
+
+
+def pin_cpu_kernels(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, str]:
+    """Hold torch to its AVX2 kernels on x86-64 machines that have them, so the preparation's
+    bytes (and each run's numbers) do not depend on whether the machine also has AVX-512.
+    Sets only what the environment does not already set; the child processes inherit it.
+    Returns what is in force (empty where the machine is not x86-64 with AVX2)."""
+    try:
+        flags = cpuinfo.read_text()
+    except OSError:
+        return {}
+    if platform.machine() not in ("x86_64", "AMD64") or " avx2" not in flags:
+        return {}
+    return {k: os.environ.setdefault(k, v) for k, v in AVX2_KERNELS.items()}
 
 
 def fingerprint(files: Mapping[str, Path]) -> dict[str, str]:
@@ -96,5 +124,6 @@ def check(archive: Path, prep: dict[str, str]) -> None:
         raise SystemExit(
             f"the archived runs in {archive} trained on other inputs than this --work's: "
             f"{', '.join(differ)} differ (SHA-256 in {path}). Pooling them would mix two "
-            "setups: use the same preparation, or another --archive."
+            "setups: use the same preparation (on x86-64 with the AVX2 kernels, `pin_cpu_kernels`), "
+            "or another --archive."
         )
