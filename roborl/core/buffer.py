@@ -47,6 +47,10 @@ _NUMPY_DTYPES = frozenset(
 """Storage dtypes that `Tensor.numpy()` views (bfloat16, for one, has no NumPy twin)."""
 
 
+INTERVENED = "intervened"
+"""The extra that marks a transition a person took over (`roborl.core.demos.EXTRAS`)."""
+
+
 @dataclass(frozen=True)
 class Returns:
     """The bootstrapped return a replay sampler forms: up to `n_step` rewards discounted by
@@ -60,11 +64,15 @@ class Returns:
 
     gamma: float
     n_step: int = 1
+    stop_at: str | None = None
+    """A boolean extra (`"intervened"`) before whose True rows an n-step return stops."""
 
     @classmethod
     def of(cls, config: OffPolicyConfig) -> Returns:
-        """The one accessor: `algo.gamma` and `algo.n_step` of a replay-based algorithm."""
-        return cls(gamma=config.gamma, n_step=config.n_step)
+        """The one accessor: `algo.gamma`, `algo.n_step` and `algo.n_step_stops_at_person` of a
+        replay-based algorithm."""
+        stop_at = INTERVENED if config.n_step_stops_at_person else None
+        return cls(gamma=config.gamma, n_step=config.n_step, stop_at=stop_at)
 
 
 class ReplayBuffer(SharedFrames, BufferState):
@@ -317,12 +325,18 @@ class ReplayBuffer(SharedFrames, BufferState):
         n_step: int,
         gamma: float,
         generator: torch.Generator | None = None,
+        stop_at: str | None = None,
     ) -> Batch:
         """Sample n-step transitions: sum_k gamma^k r_{t+k}, s_{t+m}, d_{t+m-1}, gamma^m.
 
         m <= n_step stops early at a terminal, at an episode boundary (a time-limit reset, found
         where next_obs of one step differs from obs of the same env's next step; for Dict
-        observations, where the next obs is not linked to that slot) and at the newest data.
+        observations, where the next obs is not linked to that slot), at the newest data and,
+        with `stop_at` (an extra's name, `"intervened"`), before a later step whose flag is set:
+        a person's actions are not the policy's, so their rewards must not be credited to the
+        row's action (a stop just before a takeover would earn the person's push). Rows
+        whose own flag is set keep their first reward (Q of the person's action, bootstrapped
+        with the policy's), as Retrace cuts its traces at actions the policy would not take.
         All n steps are gathered as one [B, n] index tensor, no Python loop over samples.
         `Batch.discount` carries gamma^m (gamma for every row when n_step is 1: the same
         transitions as `sample`, with the discount set), which replay-based updates use in
@@ -352,6 +366,7 @@ class ReplayBuffer(SharedFrames, BufferState):
             )
         cont = (1.0 - term[:, :-1]) * same_episode
         cont = cont * in_data[:, 1:].to(dev).float()
+        cont = cont * self._not_flagged(stop_at, idx_d[:, 1:])
         valid = torch.cat([torch.ones_like(cont[:, :1]), torch.cumprod(cont, dim=1)], dim=1)
         disc = gamma ** ks.to(dev, torch.float32)
         rewards = (self.rewards[idx_d] * valid * disc).sum(1)
@@ -375,6 +390,13 @@ class ReplayBuffer(SharedFrames, BufferState):
             discount=gamma ** m.to(torch.float32),
             extras={name: t[first] for name, t in self.extras.items()},
         )
+
+    def _not_flagged(self, name: str | None, idx: torch.Tensor) -> torch.Tensor | float:
+        """1.0 where the extra `name` is unset at `idx` (everywhere without `name`, or when
+        the buffer keeps no such extra: then nobody but the policy acted)."""
+        if name is None or name not in self.extras:
+            return 1.0
+        return (~self.extras[name][idx].bool()).float()
 
 
 def with_discount(batch: Batch, gamma: float) -> Batch:

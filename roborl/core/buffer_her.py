@@ -243,19 +243,26 @@ class HerReplayBuffer(ReplayBuffer):
         n_step: int,
         gamma: float,
         generator: torch.Generator | None = None,
+        stop_at: str | None = None,
     ) -> Batch:
         """`sample` with n-step returns: up to `n_step` rewards of the transition's episode
-        (fewer at its end or after a terminal), each recomputed for the new goal on relabelled
-        rows, bootstrapping from the last step's next observation with that goal."""
+        (fewer at its end, after a terminal or, with `stop_at`, before a step a person took:
+        `ReplayBuffer.sample_nstep`), each recomputed for the new goal on relabelled rows,
+        bootstrapping from the last step's next observation with that goal."""
         if n_step < 1:
             raise ValueError(f"n_step must be >= 1, got {n_step}")
-        batch = self._sample(batch_size, n_step, gamma, generator)
+        batch = self._sample(batch_size, n_step, gamma, generator, stop_at)
         if n_step == 1:
             return with_discount(batch, gamma)
         return batch
 
     def _sample(
-        self, batch_size: int, n_step: int, gamma: float, generator: torch.Generator | None
+        self,
+        batch_size: int,
+        n_step: int,
+        gamma: float,
+        generator: torch.Generator | None,
+        stop_at: str | None = None,
     ) -> Batch:
         valid = self._valid_slots()
         if len(valid) == 0:
@@ -272,6 +279,7 @@ class HerReplayBuffer(ReplayBuffer):
         dev = self.device
         win = torch.from_numpy(window).to(dev)  # [B, n]
         cont = (1.0 - self.terminated[win[:, :-1]]) * inside[:, 1:].to(dev).float()
+        cont = cont * self._not_flagged(stop_at, win[:, 1:])
         used = torch.cat([torch.ones_like(win[:, :1], dtype=cont.dtype), cont.cumprod(1)], 1)
         m = used.sum(1).long()  # steps used, 1..n_step
         first, last = win[:, 0], win.gather(1, (m - 1)[:, None]).squeeze(1)

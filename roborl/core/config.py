@@ -338,3 +338,10 @@ class OffPolicyConfig:
         default=1_000_000, metadata=rng(1, None, "replay capacity (capped at total_steps)")
     )
     n_step: int = field(default=1, metadata=rng(1, 100, "n-step return horizon"))
+    n_step_stops_at_person: bool = field(
+        default=False,
+        metadata={
+            "help": "an n-step return stops before a step a person took over (the "
+            "`intervened` rows): their rewards came from the person's actions, not the policy's"
+        },
+    )

@@ -133,7 +133,8 @@ def sample_mixed(
         if n == 0:
             continue
         if returns is not None:
-            parts.append((buf.sample_nstep(n, returns.n_step, returns.gamma, generator), is_demo))
+            sample = buf.sample_nstep(n, returns.n_step, returns.gamma, generator, returns.stop_at)
+            parts.append((sample, is_demo))
         else:
             parts.append((buf.sample(n, generator), is_demo))
     batch = _concat(parts)

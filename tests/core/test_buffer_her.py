@@ -276,3 +276,22 @@ def test_a_non_goal_env_is_refused_with_what_it_lacks() -> None:
     NoReward.observation_space = gym.spaces.Dict({"observation": gym.spaces.Box(-1, 1, (2,))})
     with pytest.raises(ConfigError, match="lacks achieved_goal, desired_goal"):
         GoalObservation(NoReward())
+
+
+def test_n_step_window_stops_before_a_person_took_over_when_asked() -> None:
+    """As `ReplayBuffer.sample_nstep`'s stop (tests/sac/test_nstep_buffer.py): a window that
+    would run into steps 2-3, which a person took, ends before them."""
+    space = gym.spaces.Box(-np.inf, np.inf, (4,), np.float32)
+    buf = HerReplayBuffer(
+        100, space, (1,), GOAL, compute_reward, HerConfig(), extras={"intervened": ((), np.bool_)}
+    )
+    data = rows(0, range(6), 6)
+    data["extras"]["intervened"] = np.isin(np.arange(6), [2, 3])
+    buf.extend(**data)
+    batch = buf.sample_nstep(256, 3, 0.5, torch.Generator().manual_seed(1), "intervened")
+    step, nxt = batch.obs[:, 1].int().numpy(), batch.next_obs[:, 1].int().numpy()
+    # 0 and 1 stop before 2; the person's row 2 before 3; from 3 on the policy acts again
+    expected = np.select([step <= 1, step == 2], [2, 3], np.minimum(step + 3, 6))
+    np.testing.assert_array_equal(nxt, expected)
+    plain = buf.sample_nstep(256, 3, 0.5, torch.Generator().manual_seed(1))
+    np.testing.assert_array_equal(plain.next_obs[:, 1].int().numpy(), np.minimum(step + 3, 6))

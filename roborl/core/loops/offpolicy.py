@@ -126,7 +126,11 @@ def offpolicy_loop(ctx: TrainContext) -> Algorithm:
                         )
                     else:  # n_step 1 included: one-step transitions, discount gamma
                         batch = buffer.sample_nstep(
-                            batch_size, returns.n_step, returns.gamma, ctx.torch_gen
+                            batch_size,
+                            returns.n_step,
+                            returns.gamma,
+                            ctx.torch_gen,
+                            returns.stop_at,
                         )
                     for k, v in algo.update(batch).items():
                         sums[k] = sums[k] + (v.detach() if torch.is_tensor(v) else v)
