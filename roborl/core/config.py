@@ -294,6 +294,14 @@ class RunConfig:
         default=0.5,
         metadata=rng(0.0, 1.0, "share of each batch drawn from demos= (round(batch*fraction))"),
     )
+    demo_pretrain_updates: int = field(
+        default=0,
+        metadata=rng(
+            0, None, "updates on batches of demos= alone before the first env step (offline "
+            "pretraining; 0: none, as RLPD); with it, lower learning_starts so the pretrained "
+            "policy acts instead of random actions",
+        ),
+    )  # fmt: skip
     reward: str | dict[str, Any] | None = field(
         default=None,
         metadata={

@@ -14,9 +14,9 @@ Transitions a person took over (``Chunk.extras["intervened"]``, from a robot's t
 are also added to the demo buffer, as HIL-SERL (Luo et al., 2024, Sec. III-B) adds intervention
 data to both its demo and online buffers. With `reward=` (a learned reward), demo rewards and
 terminals are relabelled by the model (`roborl.core.rewards.relabel`), as online rows are.
-Deviation: the demo buffer is not checkpointed; a
-resumed run reloads `demos=` and loses the interventions it had added to it (they remain in the
-online buffer).
+Checkpoints keep the demo buffer with the interventions it gained, so a resumed run goes on
+from it rather than from `demos=` alone. `demo_pretrain_updates=N` runs N updates on demo rows
+alone before the first env step (`roborl.core.loops.offpolicy.pretrain_on_demos`).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import roborl.core.loops.offpolicy as offpolicy
 from roborl.core.buffer import ReplayBuffer, Returns
 from roborl.core.checkpoint import load_checkpoint
 from roborl.core.demos import EXTRAS, add_interventions, load_demo_buffer, sample_mixed
-from roborl.core.errors import DatasetError
+from roborl.core.errors import ConfigError, DatasetError
 from roborl.core.plugins import PluginHost
 from roborl.core.runner import Runner
 from roborl.plugins.datasets.files import load_file
@@ -143,6 +143,37 @@ def test_offpolicy_loop_samples_half_demos_and_adds_interventions(tmp_path, monk
     assert len(demo_buf) == 200 + taken  # one 200-step Pendulum episode + the takeovers
     assert bool(demo_buf.extras["intervened"][200 : 200 + taken].all())
     assert not bool(demo_buf.extras["intervened"][:200].any())
+
+
+def test_demo_pretrain_updates_train_on_demo_rows_alone_before_the_first_env_step(
+    tmp_path, monkeypatch
+):
+    """`demo_pretrain_updates=7`: the run's first 7 updates come before any env step (the
+    online buffer is still empty) on batches that are demo rows only; then the usual 50/50."""
+    demos_path = _pendulum_demos(tmp_path / "demos.npz")
+    seen: list[tuple[int, int, int]] = []
+
+    def spy_sample(online, *args, **kw):
+        b = sample_mixed(online, *args, **kw)
+        seen.append((len(online), len(b), int(b.extras["is_demo"].sum())))
+        return b
+
+    monkeypatch.setattr(offpolicy, "sample_mixed", spy_sample)
+    host = PluginHost()
+    host.load_entry_points()
+    cfg = {**_takeover_run(demos_path, 80), "demo_pretrain_updates": 7}
+    Runner(cfg, tmp_path / "run", host).execute()
+    assert seen[:7] == [(0, 32, 32)] * 7
+    assert len(seen) > 7 and all(rows[1:] == (32, 16) for rows in seen[7:])
+    assert all(online >= 50 for online, _, _ in seen[7:])
+
+
+def test_demo_pretrain_updates_without_demos_is_refused(tmp_path):
+    host = PluginHost()
+    host.load_entry_points()
+    cfg = {**_takeover_run(None, 80), "demos": None, "demo_pretrain_updates": 5}
+    with pytest.raises(ConfigError, match=r"demo_pretrain_updates=5 .*no demos= was given"):
+        Runner(cfg, tmp_path / "run", host).execute()
 
 
 def test_the_demo_buffer_with_its_interventions_is_checkpointed_and_resumed(tmp_path, monkeypatch):

@@ -20,6 +20,7 @@ env steps (`roborl.core.reward_rounds`).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
@@ -37,6 +38,8 @@ from roborl.core.reward_rounds import reward_rounds
 
 if TYPE_CHECKING:
     from roborl.core.context import TrainContext
+
+log = logging.getLogger(__name__)
 
 
 def replay_buffer(ctx: TrainContext, algo: Algorithm) -> ReplayBuffer:
@@ -76,6 +79,27 @@ def replay_buffer(ctx: TrainContext, algo: Algorithm) -> ReplayBuffer:
     )
 
 
+def pretrain_on_demos(
+    algo: Algorithm,
+    online: ReplayBuffer,
+    demos: ReplayBuffer,
+    updates: int,
+    ctx: TrainContext,
+    returns: Returns,
+) -> None:
+    """`demo_pretrain_updates` updates on batches of demo rows alone (`sample_mixed` with
+    fraction 1.0: every row marked `is_demo`, so BC terms see them all), before any env step:
+    the offline phase of offline-to-online methods, here on the demos of `demos=`."""
+    if updates <= 0:
+        return
+    batch_size = algo.config.batch_size
+    for _ in range(updates):
+        algo.update(sample_mixed(online, demos, batch_size, 1.0, ctx.torch_gen, returns))
+    log.info(
+        "pre-trained on demos=%s: %d updates before the first env step", ctx.run.demos, updates
+    )
+
+
 def offpolicy_loop(ctx: TrainContext) -> Algorithm:
     """Collect, store, update, and follow `ctx.due` for logs, evaluations and checkpoints."""
     run = ctx.run
@@ -91,6 +115,13 @@ def offpolicy_loop(ctx: TrainContext) -> Algorithm:
         ctx.attach(algo, buffer, demos)
         ctx.resume(algo, buffer)
         rounds = reward_rounds(ctx, collector)  # after resume: it restores the last round
+        if run.demo_pretrain_updates and demos is None:
+            raise ConfigError(
+                f"demo_pretrain_updates={run.demo_pretrain_updates} pre-trains on demos=, "
+                "and no demos= was given: add demos=PATH or drop demo_pretrain_updates."
+            )
+        if demos is not None and ctx.step == 0:  # not again on a resumed run
+            pretrain_on_demos(algo, buffer, demos, run.demo_pretrain_updates, ctx, returns)
         ctx.begin("steps")
         collector.start(algo)
         debt = 0.0
