@@ -25,7 +25,7 @@ import json
 import os
 import platform
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -40,18 +40,22 @@ AVX2_KERNELS = {
 }
 
 
-def pin_cpu_kernels(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, str]:
+def pin_cpu_kernels(
+    environ: MutableMapping[str, str] | None = None, cpuinfo: Path = Path("/proc/cpuinfo")
+) -> dict[str, str]:
     """Hold torch to its AVX2 kernels on x86-64 machines that have them, so the preparation's
     bytes (and each run's numbers) do not depend on whether the machine also has AVX-512.
-    Sets only what the environment does not already set; the child processes inherit it.
-    Returns what is in force (empty where the machine is not x86-64 with AVX2)."""
+    Sets, in `environ` (this process's environment by default, which its children inherit),
+    only what is not already set. Returns what is in force (empty where the machine is not
+    x86-64 with AVX2)."""
+    environ = os.environ if environ is None else environ
     try:
         flags = cpuinfo.read_text()
     except OSError:
         return {}
     if platform.machine() not in ("x86_64", "AMD64") or " avx2" not in flags:
         return {}
-    return {k: os.environ.setdefault(k, v) for k, v in AVX2_KERNELS.items()}
+    return {k: environ.setdefault(k, v) for k, v in AVX2_KERNELS.items()}
 
 
 def fingerprint(files: Mapping[str, Path]) -> dict[str, str]:

@@ -44,6 +44,10 @@ def test_smoke_run_reports_every_arm_from_its_own_runs(
         log.write_text(proc.stdout + proc.stderr)
         assert proc.returncode == 0, f"roborl {' '.join(args)}: {proc.stderr[-3000:]}"
 
+    # The served commands take `env` above: the pin goes to a scratch mapping, not to this
+    # worker's environment (tests/benchmarks/test_run_archive.py tests the pin itself).
+    pin = bench.run_archive.pin_cpu_kernels
+    monkeypatch.setattr(bench.run_archive, "pin_cpu_kernels", lambda: pin({}))
     monkeypatch.setattr(bench, "roborl", served)
     monkeypatch.setattr(bench, "spawn", lambda *args, log: served(*args, log=log) or _Finished(0))
     # The defaults: two views, SERL's values.
